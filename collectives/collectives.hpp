@@ -1,0 +1,115 @@
+// Collective algorithms over the P2P engine (DESIGN.md §7).
+//
+// Each algorithm lives in its own file (collectives/<op>_<name>.cc) with a
+// comment block giving its steps, bytes on the wire and when it wins, and
+// registers itself in the table in registry.cc. The communicator validates
+// arguments (buffers, root, count) before calling an algorithm, handles
+// count == 0 and size == 1, and picks the algorithm with select().
+#pragma once
+
+#include "p2p/engine.hpp"
+
+#include <chorus/chorus.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace chorus::coll {
+
+// Arguments of one collective call, as the user gave them (in-place already
+// resolved: send == recv means in-place; for allgather in-place means
+// send == recv + rank*count*elem; for reduce_scatter recv may alias block
+// `rank` of send).
+struct Args {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // elements (per rank for allgather/reduce_scatter/alltoall)
+  DataType dtype = DataType::uint8;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+};
+
+// Knobs algorithms read; defaults are the tuned values, env may override.
+struct Tuning {
+  size_t pipeline_chunk_bytes = 256 * 1024;  // ring/tree/chain segment size
+};
+
+// Grow-only scratch buffers owned by the communicator, reused across calls
+// (fresh large mallocs cost an mmap + page faults every call).
+class Scratch {
+ public:
+  // Returns at least `bytes` bytes for slot `slot` (0..3); contents undefined.
+  void* get(int slot, size_t bytes);
+  ~Scratch();
+
+ private:
+  struct Buffer {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  Buffer buffers_[4];
+};
+
+// What an algorithm sees: ranks 0..size-1 of its communicator, tagged
+// point-to-point, waits, scratch and tuning. Steps are distinct message
+// tags inside one collective call (0..65535); messages with the same step
+// between the same pair of ranks match in order.
+class Context {
+ public:
+  Context(p2p::Engine& engine, std::span<const int> engine_ranks, int rank, uint64_t tag_base, Scratch& scratch,
+          const Tuning& tuning)
+      : engine_(engine), engine_ranks_(engine_ranks), rank_(rank), tag_base_(tag_base), scratch_(scratch),
+        tuning_(tuning) {}
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(engine_ranks_.size()); }
+  const Tuning& tuning() const { return tuning_; }
+  void* scratch(int slot, size_t bytes) { return scratch_.get(slot, bytes); }
+
+  p2p::Request isend(int to, uint32_t step, const void* buf, size_t bytes) {
+    return engine_.isend(engine_ranks_[static_cast<size_t>(to)], tag(step), buf, bytes);
+  }
+  p2p::Request irecv(int from, uint32_t step, void* buf, size_t bytes) {
+    return engine_.irecv(engine_ranks_[static_cast<size_t>(from)], tag(step), buf, bytes);
+  }
+  void wait(p2p::Request& request) { engine_.wait(request); }
+  void wait_all(std::span<p2p::Request> requests) { engine_.wait_all(requests); }
+  // Blocking exchange: send to `to` and receive from `from` concurrently.
+  void sendrecv(int to, const void* send, size_t send_bytes, int from, void* recv, size_t recv_bytes,
+                uint32_t step) {
+    p2p::Request requests[2] = {irecv(from, step, recv, recv_bytes), isend(to, step, send, send_bytes)};
+    wait_all(requests);
+  }
+
+ private:
+  p2p::Tag tag(uint32_t step) const { return tag_base_ | (step & 0xffffu); }
+
+  p2p::Engine& engine_;
+  std::span<const int> engine_ranks_;
+  int rank_;
+  uint64_t tag_base_;
+  Scratch& scratch_;
+  const Tuning& tuning_;
+};
+
+using AlgorithmFn = void (*)(Context& ctx, const Args& args);
+
+struct Algorithm {
+  std::string_view name;  // e.g. "ring", "tree", "recursive_doubling"
+  Collective op;
+  AlgorithmFn run;
+};
+
+// Every algorithm for `op`, in table order.
+std::vector<const Algorithm*> algorithms(Collective op);
+// The algorithm named `name` for `op`, or nullptr.
+const Algorithm* find(Collective op, std::string_view name);
+// The built-in table (op, bytes of the whole payload, ranks) -> algorithm.
+const Algorithm& select(Collective op, size_t bytes, int ranks);
+// Human-readable table for chorus_info.
+std::string describe_selection_table();
+
+}  // namespace chorus::coll

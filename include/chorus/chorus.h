@@ -1,0 +1,105 @@
+/*
+ * chorus C API.
+ *
+ * Every function returns a chorus_status_t. On failure, chorus_last_error()
+ * returns a thread-local, human-readable description of the most recent
+ * failure on the calling thread (what failed, which peer, the provider's
+ * message). The string stays valid until the next chorus call on that thread.
+ *
+ * Buffers: `count` is a number of elements of `dtype`. In-place operation:
+ * pass the same pointer as send and receive buffer (allreduce, reduce,
+ * broadcast), or CHORUS_IN_PLACE as the send buffer.
+ */
+#ifndef CHORUS_CHORUS_H
+#define CHORUS_CHORUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum chorus_status {
+  CHORUS_SUCCESS = 0,
+  CHORUS_ERR_INVALID_ARGUMENT = 1, /* bad argument or misuse by the caller */
+  CHORUS_ERR_CONFIG = 2,           /* invalid CHORUS_* variable or launcher environment */
+  CHORUS_ERR_TRANSPORT = 3,        /* the fabric/provider reported an error */
+  CHORUS_ERR_TIMEOUT = 4,          /* a wait exceeded CHORUS_TIMEOUT */
+  CHORUS_ERR_PEER_FAILED = 5,      /* a peer disappeared or its connection broke */
+  CHORUS_ERR_BOOTSTRAP = 6,        /* the TCP key/value store failed or refused us */
+  CHORUS_ERR_UNSUPPORTED = 7,      /* not available in this build or on this fabric */
+  CHORUS_ERR_FINALIZED = 8,        /* used after finalize */
+  CHORUS_ERR_TRUNCATED = 9,        /* a message was larger than the receive buffer */
+  CHORUS_ERR_INTERNAL = 10         /* a bug in chorus: please report it */
+} chorus_status_t;
+
+/* Element types. Values are stable ABI. */
+typedef enum chorus_datatype {
+  CHORUS_INT8 = 0,
+  CHORUS_UINT8 = 1,
+  CHORUS_INT16 = 2,
+  CHORUS_UINT16 = 3,
+  CHORUS_INT32 = 4,
+  CHORUS_UINT32 = 5,
+  CHORUS_INT64 = 6,
+  CHORUS_UINT64 = 7,
+  CHORUS_FLOAT16 = 8,  /* IEEE 754 binary16 */
+  CHORUS_BFLOAT16 = 9, /* bfloat16 (upper half of a binary32) */
+  CHORUS_FLOAT32 = 10,
+  CHORUS_FLOAT64 = 11
+} chorus_datatype_t;
+#define CHORUS_NUM_DATATYPES 12
+
+typedef enum chorus_op {
+  CHORUS_SUM = 0,
+  CHORUS_PROD = 1,
+  CHORUS_MIN = 2,
+  CHORUS_MAX = 3
+} chorus_op_t;
+#define CHORUS_NUM_OPS 4
+
+/* Pass as send buffer to request in-place operation. */
+#define CHORUS_IN_PLACE ((const void*)1)
+
+typedef struct chorus_comm* chorus_comm_t;
+
+/* Creates the world communicator from the launcher environment (chorusrun,
+ * mpirun, srun, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT). Collective. */
+chorus_status_t chorus_init(chorus_comm_t* comm);
+/* Tears the communicator down and frees it; *comm becomes NULL. Collective. */
+chorus_status_t chorus_finalize(chorus_comm_t* comm);
+
+chorus_status_t chorus_comm_rank(chorus_comm_t comm, int* rank);
+chorus_status_t chorus_comm_size(chorus_comm_t comm, int* size);
+
+chorus_status_t chorus_allreduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                 chorus_datatype_t dtype, chorus_op_t op);
+chorus_status_t chorus_broadcast(chorus_comm_t comm, void* buf, size_t count, chorus_datatype_t dtype, int root);
+chorus_status_t chorus_barrier(chorus_comm_t comm);
+chorus_status_t chorus_reduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                              chorus_datatype_t dtype, chorus_op_t op, int root);
+/* recvbuf holds size*count elements; rank r's block lands at r*count. */
+chorus_status_t chorus_allgather(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                 chorus_datatype_t dtype);
+/* sendbuf holds size*count elements; rank r receives the reduction of block r. */
+chorus_status_t chorus_reduce_scatter(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                      chorus_datatype_t dtype, chorus_op_t op);
+/* sendbuf and recvbuf hold size*count elements; block j of rank i goes to block i of rank j. */
+chorus_status_t chorus_alltoall(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                chorus_datatype_t dtype);
+
+/* Blocking point-to-point of raw bytes; tag must be in [0, 2^31). */
+chorus_status_t chorus_send(chorus_comm_t comm, const void* buf, size_t bytes, int peer, int tag);
+chorus_status_t chorus_recv(chorus_comm_t comm, void* buf, size_t bytes, int peer, int tag);
+
+/* Description of the most recent failure on this thread ("" if none). */
+const char* chorus_last_error(void);
+/* Short name of a status code, e.g. "CHORUS_ERR_TIMEOUT". */
+const char* chorus_status_string(chorus_status_t status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CHORUS_CHORUS_H */

@@ -1,0 +1,199 @@
+// chorus C++ API.
+//
+// A Communicator is created collectively by every rank of a job (started by
+// chorusrun, mpirun, srun or a torchrun-style launcher) and runs collectives
+// over the best transport available. Every failure throws chorus::Error,
+// which names what failed, the peer involved (if any) and the provider's
+// message; no call aborts the process.
+//
+// Conventions (as in NCCL and MPI):
+//  - `count` is a number of elements, not bytes.
+//  - In-place: pass the same pointer as send and receive buffer, or use the
+//    single-buffer overloads. For allgather the rank's own block inside the
+//    receive buffer is the in-place send buffer (recv + rank * count); for
+//    reduce_scatter the receive buffer may alias block `rank` of the send
+//    buffer.
+//  - Calls are blocking and collective: every rank must make the same calls
+//    in the same order with matching counts, dtypes, ops and roots.
+#pragma once
+
+#include <chorus/chorus.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace chorus {
+
+enum class DataType : int {
+  int8 = CHORUS_INT8,
+  uint8 = CHORUS_UINT8,
+  int16 = CHORUS_INT16,
+  uint16 = CHORUS_UINT16,
+  int32 = CHORUS_INT32,
+  uint32 = CHORUS_UINT32,
+  int64 = CHORUS_INT64,
+  uint64 = CHORUS_UINT64,
+  float16 = CHORUS_FLOAT16,
+  bfloat16 = CHORUS_BFLOAT16,
+  float32 = CHORUS_FLOAT32,
+  float64 = CHORUS_FLOAT64,
+};
+inline constexpr int kNumDataTypes = CHORUS_NUM_DATATYPES;
+
+enum class ReduceOp : int { sum = CHORUS_SUM, prod = CHORUS_PROD, min = CHORUS_MIN, max = CHORUS_MAX };
+inline constexpr int kNumReduceOps = CHORUS_NUM_OPS;
+
+enum class Status : int {
+  success = CHORUS_SUCCESS,
+  invalid_argument = CHORUS_ERR_INVALID_ARGUMENT,
+  config = CHORUS_ERR_CONFIG,
+  transport = CHORUS_ERR_TRANSPORT,
+  timeout = CHORUS_ERR_TIMEOUT,
+  peer_failed = CHORUS_ERR_PEER_FAILED,
+  bootstrap = CHORUS_ERR_BOOTSTRAP,
+  unsupported = CHORUS_ERR_UNSUPPORTED,
+  finalized = CHORUS_ERR_FINALIZED,
+  truncated = CHORUS_ERR_TRUNCATED,
+  internal = CHORUS_ERR_INTERNAL,
+};
+
+// Collective operations, for algorithm selection and reporting.
+enum class Collective : int { allreduce, broadcast, barrier, reduce, allgather, reduce_scatter, alltoall };
+inline constexpr int kNumCollectives = 7;
+
+// 16-bit float storage types for the typed API (bit patterns, no arithmetic).
+struct float16_t {
+  uint16_t bits;
+};
+struct bfloat16_t {
+  uint16_t bits;
+};
+
+// The exception every chorus call throws.
+class Error : public std::runtime_error {
+ public:
+  Error(Status status, const std::string& message, int peer = -1)
+      : std::runtime_error(message), status_(status), peer_(peer) {}
+  Status status() const noexcept { return status_; }
+  // World rank of the peer involved, or -1 if none.
+  int peer() const noexcept { return peer_; }
+
+ private:
+  Status status_;
+  int peer_;
+};
+
+size_t datatype_size(DataType dtype);
+std::string_view to_string(DataType dtype);  // "int8", ..., "float16", "bfloat16", "float32", "float64"
+std::string_view to_string(ReduceOp op);     // "sum", "prod", "min", "max"
+std::string_view to_string(Collective op);   // "allreduce", ...
+std::string_view to_string(Status status);   // "CHORUS_ERR_TIMEOUT", ...
+
+template <class T>
+constexpr DataType datatype_of();
+template <> constexpr DataType datatype_of<int8_t>() { return DataType::int8; }
+template <> constexpr DataType datatype_of<uint8_t>() { return DataType::uint8; }
+template <> constexpr DataType datatype_of<int16_t>() { return DataType::int16; }
+template <> constexpr DataType datatype_of<uint16_t>() { return DataType::uint16; }
+template <> constexpr DataType datatype_of<int32_t>() { return DataType::int32; }
+template <> constexpr DataType datatype_of<uint32_t>() { return DataType::uint32; }
+template <> constexpr DataType datatype_of<int64_t>() { return DataType::int64; }
+template <> constexpr DataType datatype_of<uint64_t>() { return DataType::uint64; }
+template <> constexpr DataType datatype_of<float16_t>() { return DataType::float16; }
+template <> constexpr DataType datatype_of<bfloat16_t>() { return DataType::bfloat16; }
+template <> constexpr DataType datatype_of<float>() { return DataType::float32; }
+template <> constexpr DataType datatype_of<double>() { return DataType::float64; }
+
+class CommunicatorImpl;
+
+class Communicator {
+ public:
+  // Joins the job described by the environment (see README: CHORUS_*,
+  // OMPI_COMM_WORLD_*, SLURM_*/PMI_*, RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT).
+  // Collective over all ranks of the job.
+  static Communicator init();
+
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  // Finalizes if finalize() was not called; errors there are logged, not thrown.
+  ~Communicator();
+
+  int rank() const;
+  int size() const;
+  int local_rank() const;  // rank among the processes on this host
+  int local_size() const;
+  std::string transport_name() const;  // e.g. "ofi:tcp;ofi_rxm", "ofi:shm"
+
+  // Raw (untyped) collectives.
+  void allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+  void broadcast(void* buf, size_t count, DataType dtype, int root);
+  void barrier();
+  void reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root);
+  void allgather(const void* send, void* recv, size_t count, DataType dtype);
+  void reduce_scatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+  void alltoall(const void* send, void* recv, size_t count, DataType dtype);
+
+  // Typed collectives.
+  template <class T>
+  void allreduce(const T* send, T* recv, size_t count, ReduceOp op) {
+    allreduce(send, recv, count, datatype_of<T>(), op);
+  }
+  template <class T>
+  void allreduce(std::span<T> inout, ReduceOp op) {
+    allreduce(inout.data(), inout.data(), inout.size(), datatype_of<T>(), op);
+  }
+  template <class T>
+  void broadcast(std::span<T> buf, int root) {
+    broadcast(buf.data(), buf.size(), datatype_of<T>(), root);
+  }
+  template <class T>
+  void reduce(const T* send, T* recv, size_t count, ReduceOp op, int root) {
+    reduce(send, recv, count, datatype_of<T>(), op, root);
+  }
+  template <class T>
+  void reduce(std::span<T> inout, ReduceOp op, int root) {
+    reduce(inout.data(), inout.data(), inout.size(), datatype_of<T>(), op, root);
+  }
+  template <class T>
+  void allgather(const T* send, T* recv, size_t count) {
+    allgather(send, recv, count, datatype_of<T>());
+  }
+  template <class T>
+  void reduce_scatter(const T* send, T* recv, size_t count, ReduceOp op) {
+    reduce_scatter(send, recv, count, datatype_of<T>(), op);
+  }
+  template <class T>
+  void alltoall(const T* send, T* recv, size_t count) {
+    alltoall(send, recv, count, datatype_of<T>());
+  }
+
+  // Blocking point-to-point of raw bytes; tag in [0, 2^31).
+  void send(const void* buf, size_t bytes, int peer, int tag);
+  void recv(void* buf, size_t bytes, int peer, int tag);
+
+  // Algorithm choice. Names per collective are listed by algorithms(op);
+  // "" (or "auto") returns to the built-in table. Overrides CHORUS_ALGO_<OP>.
+  void set_algorithm(Collective op, std::string_view name);
+  std::vector<std::string> algorithms(Collective op) const;
+  // The algorithm the table picks for `bytes` of payload on this communicator.
+  std::string selected_algorithm(Collective op, size_t bytes) const;
+
+  // Collective; after it every call throws Status::finalized.
+  void finalize();
+
+  CommunicatorImpl& impl();  // for chorus' own layers (MPI subset, tools)
+
+ private:
+  explicit Communicator(std::unique_ptr<CommunicatorImpl> impl);
+  std::unique_ptr<CommunicatorImpl> impl_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,119 @@
+// The bootstrap TCP key/value store (DESIGN.md §6): served by chorusrun (or
+// by rank 0 under another launcher), used by every rank to publish and fetch
+// transport addresses.
+//
+// Every connection starts with a HELLO frame carrying the job secret; the
+// server compares it in constant time and closes the connection on mismatch.
+// Frames are length-checked (see frame.hpp); a malformed, truncated or
+// oversized frame gets an ERROR frame naming the problem and the connection is
+// closed, while the server keeps serving every other client.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace chorus::bootstrap {
+
+using Bytes = std::vector<uint8_t>;
+
+struct ServerStats {
+  uint64_t connections_accepted = 0;
+  uint64_t connections_refused = 0;  // wrong secret
+  uint64_t frames_rejected = 0;      // malformed / oversized / truncated
+};
+
+class StoreServer {
+ public:
+  // Listens on bind_address:port (port 0 picks a free port) and serves from a
+  // background thread until destroyed. Single-host jobs bind 127.0.0.1.
+  // `stall_timeout`: a connection that sends part of a frame and then nothing
+  // for this long is closed.
+  StoreServer(const std::string& bind_address, uint16_t port, std::string secret,
+              std::chrono::milliseconds stall_timeout = std::chrono::seconds(10));
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  uint16_t port() const;
+  // Sets a key from inside the serving process (e.g. chorusrun publishing a failure).
+  void set(const std::string& key, const Bytes& value);
+  ServerStats stats() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class StoreClient {
+ public:
+  // Connects (retrying until `timeout` while the server is not up yet) and
+  // authenticates. Every later call also gives up after `timeout`.
+  StoreClient(const std::string& host, uint16_t port, const std::string& secret, std::chrono::milliseconds timeout);
+  ~StoreClient();
+  StoreClient(const StoreClient&) = delete;
+  StoreClient& operator=(const StoreClient&) = delete;
+
+  void set(const std::string& key, const Bytes& value);
+  // Waits until `key` exists, then returns its value.
+  Bytes get(const std::string& key);
+  // Waits until every key exists.
+  void wait(const std::vector<std::string>& keys);
+  // Atomically adds `delta` to the integer at `key` (missing = 0); returns the new value.
+  int64_t add(const std::string& key, int64_t delta);
+  // True if `key` exists now (no waiting).
+  bool check(const std::string& key);
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Where this process sits in the job and how to reach the store, detected
+// from the launcher's environment, in this order:
+//   chorusrun: CHORUS_RANK, CHORUS_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_SIZE,
+//              CHORUS_STORE_ADDR (host:port), CHORUS_JOB_SECRET
+//   mpirun:    OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK/_LOCAL_SIZE
+//   srun:      SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (or PMI_RANK/PMI_SIZE)
+//   torchrun:  RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE + MASTER_ADDR/MASTER_PORT
+// Under launchers other than chorusrun, rank 0 serves the store: at
+// CHORUS_STORE_ADDR or MASTER_ADDR:MASTER_PORT if given, else on 127.0.0.1
+// with its port published in a file under /tmp named after the job id
+// (single-host jobs only). Invalid values throw Error(Status::config).
+struct JobInfo {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  std::string launcher;    // "chorusrun", "mpirun", "srun", "torchrun", "single"
+  std::string store_host;  // empty: this process must serve (rank 0) or find it via the job file
+  uint16_t store_port = 0;
+  std::string secret;
+  bool rank0_serves = false;  // rank 0 must start a StoreServer
+  std::string job_id;         // for the port file and key namespacing
+};
+JobInfo detect_job();
+
+// Connects this process to the job's store, starting the server in rank 0 if
+// the launcher did not provide one. The returned object owns both.
+class Bootstrap {
+ public:
+  explicit Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout);
+  ~Bootstrap();
+  StoreClient& store();
+  // Publishes `blob` under "<prefix>/<rank>" and returns every rank's blob.
+  std::vector<Bytes> all_gather(const std::string& prefix, const Bytes& blob);
+  // Store-based barrier (used at setup and teardown, not on the data path).
+  void barrier(const std::string& name);
+
+ private:
+  JobInfo job_;
+  std::unique_ptr<StoreServer> server_;
+  std::unique_ptr<StoreClient> client_;
+};
+
+}  // namespace chorus::bootstrap

@@ -1,0 +1,147 @@
+#include "common/config.hpp"
+
+#include "common/error.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+namespace chorus::config {
+
+namespace {
+
+[[noreturn]] void bad_value(const char* name, const std::string& value, const std::string& expected) {
+  fail(Status::config, name, "=\"", value, "\": expected ", expected);
+}
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+std::string human_bytes(uint64_t bytes) {
+  if (bytes != 0 && bytes % (1ull << 30) == 0) return concat(bytes >> 30, "G");
+  if (bytes != 0 && bytes % (1ull << 20) == 0) return concat(bytes >> 20, "M");
+  if (bytes != 0 && bytes % (1ull << 10) == 0) return concat(bytes >> 10, "K");
+  return concat(bytes);
+}
+
+}  // namespace
+
+std::optional<std::string> get(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+std::optional<uint64_t> parse_bytes(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  uint64_t number = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (ec != std::errc() || end == text.data()) return std::nullopt;
+  std::string_view suffix(end, static_cast<size_t>(text.data() + text.size() - end));
+  int shift = 0;
+  if (suffix.empty()) {
+    shift = 0;
+  } else if (suffix == "K" || suffix == "k" || suffix == "KiB") {
+    shift = 10;
+  } else if (suffix == "M" || suffix == "m" || suffix == "MiB") {
+    shift = 20;
+  } else if (suffix == "G" || suffix == "g" || suffix == "GiB") {
+    shift = 30;
+  } else {
+    return std::nullopt;
+  }
+  if (shift != 0 && number > (UINT64_MAX >> shift)) return std::nullopt;
+  return number << shift;
+}
+
+uint64_t env_bytes(const char* name, uint64_t fallback, uint64_t min, uint64_t max) {
+  auto text = get(name);
+  if (!text) return fallback;
+  auto value = parse_bytes(*text);
+  std::string expected =
+      concat("a byte count like 8192, 64K or 4M (", human_bytes(min), "..", human_bytes(max), ")");
+  if (!value || *value < min || *value > max) bad_value(name, *text, expected);
+  return *value;
+}
+
+int64_t env_int(const char* name, int64_t fallback, int64_t min, int64_t max) {
+  auto text = get(name);
+  if (!text) return fallback;
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (ec != std::errc() || end != text->data() + text->size() || value < min || value > max) {
+    bad_value(name, *text, concat("an integer from ", min, " to ", max));
+  }
+  return value;
+}
+
+std::chrono::milliseconds env_seconds(const char* name, std::chrono::milliseconds fallback, double max_seconds) {
+  auto text = get(name);
+  if (!text) return fallback;
+  char* end = nullptr;
+  double seconds = std::strtod(text->c_str(), &end);
+  if (end != text->c_str() + text->size() || !std::isfinite(seconds) || seconds <= 0 || seconds > max_seconds) {
+    bad_value(name, *text, concat("a number of seconds greater than 0 and at most ", max_seconds, " (e.g. 30 or 0.5)"));
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
+}
+
+bool env_bool(const char* name, bool fallback) {
+  auto text = get(name);
+  if (!text) return fallback;
+  std::string value = lower(*text);
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  if (value == "0" || value == "false" || value == "no" || value == "off") return false;
+  bad_value(name, *text, "one of 1, 0, true, false, yes, no, on, off");
+}
+
+std::string env_choice(const char* name, const std::string& fallback, const std::vector<std::string>& choices) {
+  auto text = get(name);
+  if (!text) return fallback;
+  if (std::find(choices.begin(), choices.end(), *text) != choices.end()) return *text;
+  std::string list;
+  for (const auto& choice : choices) list += (list.empty() ? "" : ", ") + choice;
+  bad_value(name, *text, "one of " + list);
+}
+
+const std::vector<VariableDoc>& variables() {
+  static const std::vector<VariableDoc> docs = {
+      {"CHORUS_TRANSPORT", "auto", "transport: auto, ofi (libfabric) or inproc (threads only, for tests)"},
+      {"CHORUS_OFI_PROVIDER", "auto",
+       "libfabric provider, e.g. shm, tcp;ofi_rxm, verbs;ofi_rxm, efa (auto: shm if all ranks share a host, "
+       "else tcp;ofi_rxm)"},
+      {"CHORUS_TIMEOUT", "300", "seconds any single wait may take before it fails with CHORUS_ERR_TIMEOUT"},
+      {"CHORUS_EAGER_LIMIT", "16K", "messages up to this size are sent eagerly; larger ones use rendezvous RDMA READ"},
+      {"CHORUS_RDV_CHUNK", "1M", "size of each RDMA READ a rendezvous receive issues"},
+      {"CHORUS_RDV_READS", "4", "RDMA READs in flight per rendezvous receive (1..64)"},
+      {"CHORUS_REG_CACHE_BYTES", "1G", "upper bound on bytes kept registered by the registration cache"},
+      {"CHORUS_SPIN_US", "50", "microseconds to busy-poll before blocking on the transport (0..1000000)"},
+      {"CHORUS_ALGO_<OP>", "auto",
+       "force an algorithm for one collective, e.g. CHORUS_ALGO_ALLREDUCE=ring (chorus_info lists the names)"},
+      {"CHORUS_LOG_LEVEL", "warn", "error, warn, info or debug"},
+      {"CHORUS_RANK / CHORUS_SIZE / CHORUS_LOCAL_RANK / CHORUS_LOCAL_SIZE", "(set by chorusrun)",
+       "this process' place in the job"},
+      {"CHORUS_STORE_ADDR", "(set by chorusrun)", "host:port of the bootstrap key/value store"},
+      {"CHORUS_JOB_SECRET", "(set by chorusrun)", "secret every store connection must present"},
+  };
+  return docs;
+}
+
+Settings Settings::from_env() {
+  Settings s;
+  s.timeout = env_seconds("CHORUS_TIMEOUT", s.timeout, 86400.0);
+  s.eager_limit = env_bytes("CHORUS_EAGER_LIMIT", s.eager_limit, 0, 1 << 20);
+  s.rendezvous_chunk = env_bytes("CHORUS_RDV_CHUNK", s.rendezvous_chunk, 4096, 1ull << 30);
+  s.reads_in_flight = static_cast<int>(env_int("CHORUS_RDV_READS", s.reads_in_flight, 1, 64));
+  s.reg_cache_bytes = env_bytes("CHORUS_REG_CACHE_BYTES", s.reg_cache_bytes, 0, 1ull << 40);
+  s.spin = std::chrono::microseconds(env_int("CHORUS_SPIN_US", s.spin.count(), 0, 1000000));
+  s.transport = env_choice("CHORUS_TRANSPORT", s.transport, {"auto", "ofi", "inproc"});
+  if (auto provider = get("CHORUS_OFI_PROVIDER")) s.ofi_provider = *provider;
+  return s;
+}
+
+}  // namespace chorus::config

@@ -1,0 +1,92 @@
+// P2P engine (DESIGN.md §3): tag matching, unexpected queue, eager vs
+// rendezvous (RTS -> chunked RDMA READ -> FIN), adaptive progress.
+//
+// Wire protocol (all control messages are eager messages):
+//   EAGER {src, tag, len} + payload           len <= eager limit
+//   RTS   {src, tag, len, addr, key, send_id}  sender registered its buffer
+//   FIN   {src, send_id}                       receiver finished reading
+// Matching is by (source, tag & mask); messages from one source with the same
+// tag match in send order (non-overtaking, as in MPI).
+//
+// Threading: one thread drives an Engine at a time (the communicator holds a
+// lock around each call).
+#pragma once
+
+#include "common/config.hpp"
+#include "transports/transport.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace chorus::p2p {
+
+using Tag = uint64_t;
+inline constexpr int kAnySource = -1;
+inline constexpr Tag kExactTag = ~Tag{0};
+
+// Handle of an outstanding operation; cheap to copy. A handle is consumed by
+// the wait()/test() that reports its completion.
+struct Request {
+  uint32_t slot = UINT32_MAX;
+  uint32_t generation = 0;
+  bool valid() const { return slot != UINT32_MAX; }
+};
+
+struct Completion {
+  int source = -1;   // sender's rank (receives), or the destination (sends)
+  Tag tag = 0;       // the matched tag
+  size_t bytes = 0;  // bytes transferred
+};
+
+struct Counters {
+  uint64_t eager_sent = 0, eager_received = 0;
+  uint64_t rendezvous_sent = 0, rendezvous_received = 0;
+  uint64_t unexpected = 0;  // messages that arrived before their receive
+  uint64_t reads_posted = 0;
+  uint64_t blocked_waits = 0;  // times progress blocked on the transport's fd
+};
+
+class Engine {
+ public:
+  // `local_size` is the number of ranks on this host; with more ranks than
+  // cores the progress loop yields instead of spinning.
+  Engine(transport::Transport& transport, int rank, int size, int local_size, const config::Settings& settings);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  int rank() const;
+  int size() const;
+  transport::Transport& transport();
+
+  // Non-blocking send of `bytes` at `buf` to `peer`. The buffer must stay
+  // untouched until the request completes.
+  Request isend(int peer, Tag tag, const void* buf, size_t bytes);
+  // Non-blocking receive into `buf` (capacity `bytes`) from `peer` or
+  // kAnySource, of a message whose tag equals `tag` on the bits of `tag_mask`.
+  // A larger message fails the request with Status::truncated.
+  Request irecv(int peer, Tag tag, void* buf, size_t bytes, Tag tag_mask = kExactTag);
+
+  // Blocks until done (progressing everything), or throws: Status::timeout
+  // after the configured timeout, or the error that failed the request.
+  Completion wait(Request& request);
+  void wait_all(std::span<Request> requests);
+  // Progresses once; true (and fills `done`) if the request completed.
+  bool test(Request& request, Completion* done = nullptr);
+
+  // Drives the transport once without blocking.
+  void progress();
+
+  void set_timeout(std::chrono::milliseconds timeout);
+  std::chrono::milliseconds timeout() const;
+  const Counters& counters() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace chorus::p2p

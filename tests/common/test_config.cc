@@ -1,0 +1,111 @@
+// Env parsing: every parser accepts what the docs say and rejects the rest
+// with a message naming the variable, the value and what is accepted.
+#include "common/config.hpp"
+#include "common/error.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+using namespace chorus;
+
+namespace {
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  const char* name_;
+};
+
+std::string config_error(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::config);
+    return e.what();
+  }
+  ADD_FAILURE() << "no error thrown";
+  return "";
+}
+}  // namespace
+
+TEST(Config, ParseBytes) {
+  EXPECT_EQ(config::parse_bytes("0"), 0u);
+  EXPECT_EQ(config::parse_bytes("8192"), 8192u);
+  EXPECT_EQ(config::parse_bytes("64K"), 65536u);
+  EXPECT_EQ(config::parse_bytes("4M"), 4u << 20);
+  EXPECT_EQ(config::parse_bytes("1G"), 1ull << 30);
+  EXPECT_EQ(config::parse_bytes("2MiB"), 2u << 20);
+  EXPECT_FALSE(config::parse_bytes(""));
+  EXPECT_FALSE(config::parse_bytes("K"));
+  EXPECT_FALSE(config::parse_bytes("12Q"));
+  EXPECT_FALSE(config::parse_bytes("-1"));
+  EXPECT_FALSE(config::parse_bytes("99999999999999999999"));
+  EXPECT_FALSE(config::parse_bytes("17179869184G"));  // overflows 64 bits
+}
+
+TEST(Config, DefaultsWhenUnset) {
+  unsetenv("CHORUS_EAGER_LIMIT");
+  auto s = config::Settings::from_env();
+  EXPECT_EQ(s.eager_limit, 16u * 1024);
+  EXPECT_EQ(s.timeout, std::chrono::seconds(300));
+  EXPECT_EQ(s.transport, "auto");
+}
+
+TEST(Config, ValidValuesAreRead) {
+  ScopedEnv a("CHORUS_EAGER_LIMIT", "64K"), b("CHORUS_TIMEOUT", "0.5"), c("CHORUS_TRANSPORT", "ofi"),
+      d("CHORUS_RDV_READS", "8"), e("CHORUS_SPIN_US", "0");
+  auto s = config::Settings::from_env();
+  EXPECT_EQ(s.eager_limit, 65536u);
+  EXPECT_EQ(s.timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(s.transport, "ofi");
+  EXPECT_EQ(s.reads_in_flight, 8);
+  EXPECT_EQ(s.spin.count(), 0);
+}
+
+// Every variable Settings reads, with a bad value: the message names it and
+// the accepted values.
+struct BadValue {
+  const char* name;
+  const char* value;
+  const char* expected_fragment;
+};
+
+class ConfigRejects : public ::testing::TestWithParam<BadValue> {};
+
+TEST_P(ConfigRejects, NamesVariableAndAcceptedValues) {
+  const BadValue& bad = GetParam();
+  ScopedEnv env(bad.name, bad.value);
+  std::string message = config_error([] { config::Settings::from_env(); });
+  EXPECT_NE(message.find(bad.name), std::string::npos) << message;
+  EXPECT_NE(message.find(std::string("\"") + bad.value + "\""), std::string::npos) << message;
+  EXPECT_NE(message.find(bad.expected_fragment), std::string::npos) << message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllVariables, ConfigRejects,
+    ::testing::Values(BadValue{"CHORUS_TIMEOUT", "soon", "number of seconds"},
+                      BadValue{"CHORUS_TIMEOUT", "-3", "greater than 0"},
+                      BadValue{"CHORUS_TIMEOUT", "0", "greater than 0"},
+                      BadValue{"CHORUS_EAGER_LIMIT", "12Q", "byte count"},
+                      BadValue{"CHORUS_EAGER_LIMIT", "2M", "0..1M"},
+                      BadValue{"CHORUS_RDV_CHUNK", "100", "4K..1G"},
+                      BadValue{"CHORUS_RDV_READS", "0", "integer from 1 to 64"},
+                      BadValue{"CHORUS_RDV_READS", "4x", "integer from 1 to 64"},
+                      BadValue{"CHORUS_REG_CACHE_BYTES", "lots", "byte count"},
+                      BadValue{"CHORUS_SPIN_US", "-1", "integer from 0 to 1000000"},
+                      BadValue{"CHORUS_TRANSPORT", "carrier-pigeon", "one of auto, ofi, inproc"}),
+    [](const ::testing::TestParamInfo<BadValue>& info) { return std::to_string(info.index); });
+
+TEST(Config, Booleans) {
+  {
+    ScopedEnv env("CHORUS_TEST_BOOL", "Yes");
+    EXPECT_TRUE(config::env_bool("CHORUS_TEST_BOOL", false));
+  }
+  {
+    ScopedEnv env("CHORUS_TEST_BOOL", "off");
+    EXPECT_FALSE(config::env_bool("CHORUS_TEST_BOOL", true));
+  }
+  ScopedEnv env("CHORUS_TEST_BOOL", "maybe");
+  std::string message = config_error([] { config::env_bool("CHORUS_TEST_BOOL", true); });
+  EXPECT_NE(message.find("one of 1, 0, true, false"), std::string::npos) << message;
+}
