@@ -1,0 +1,529 @@
+#include "p2p/engine.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "p2p/reg_cache.hpp"
+#include "p2p/wire.hpp"
+
+#include <poll.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <vector>
+
+namespace chorus::p2p {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Request slots are recycled; the generation tells a stale handle (or a stale
+// FIN/read completion) from the slot's current occupant.
+struct Slot {
+  enum class Kind : uint8_t { send, recv };
+  enum class State : uint8_t { free, posted, awaiting_fin, reading, done, failed };
+
+  Kind kind = Kind::send;
+  State state = State::free;
+  uint32_t generation = 0;
+  int peer = 0;
+  Tag tag = 0;
+  Tag tag_mask = kExactTag;
+  void* buffer = nullptr;
+  size_t capacity = 0;
+  Completion result;
+  std::optional<Error> error;
+  // Rendezvous state.
+  std::shared_ptr<transport::MemoryRegion> registration;
+  transport::RemoteBuffer remote;
+  uint64_t remote_send_id = 0;
+  size_t read_total = 0;
+  size_t read_next = 0;
+  int reads_outstanding = 0;
+};
+
+// A message that arrived before its receive was posted.
+struct Unexpected {
+  int source;
+  Tag tag;
+  MessageType type;
+  size_t length;
+  std::vector<uint8_t> payload;  // eager only
+  RtsBody rts{};                 // rendezvous only
+};
+
+bool tag_matches(Tag posted, Tag mask, Tag arrived) { return (posted & mask) == (arrived & mask); }
+
+unsigned usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
+}
+
+}  // namespace
+
+class Engine::Impl final : public transport::Sink {
+ public:
+  Impl(transport::Transport& transport, int rank, int size, int local_size, const config::Settings& settings)
+      : transport_(transport),
+        rank_(rank),
+        size_(size),
+        settings_(settings),
+        eager_limit_(std::min<size_t>(settings.eager_limit, transport.max_eager_bytes() - sizeof(MessageHeader))),
+        reg_cache_(transport, settings.reg_cache_bytes),
+        // With more ranks than cores, a spinning rank steals the core of the
+        // peer it waits for: give the core away as soon as a poll is empty.
+        oversubscribed_(static_cast<unsigned>(local_size) > usable_cpus()),
+        peer_failures_(static_cast<size_t>(size)) {
+    if (oversubscribed_) log::info("more local ranks (", local_size, ") than usable cores: progress yields when idle");
+  }
+
+  // --- posting ---------------------------------------------------------------
+
+  Request isend(int peer, Tag tag, const void* buffer, size_t bytes) {
+    check_peer(peer, "send to");
+    check_buffer(buffer, bytes, "send");
+    auto [request, slot] = allocate(Slot::Kind::send, peer, tag);
+    slot.buffer = const_cast<void*>(buffer);
+    slot.capacity = bytes;
+    slot.result = Completion{peer, tag, bytes};
+    if (bytes <= eager_limit_) {
+      MessageHeader header{MessageType::eager, tag, bytes};
+      transport_.post_eager(peer, &header, sizeof header, buffer, bytes);
+      slot.state = Slot::State::done;  // the transport copied the bytes
+      ++counters_.eager_sent;
+    } else {
+      slot.registration = reg_cache_.acquire(buffer, bytes);
+      RtsMessage rts{};
+      rts.header = MessageHeader{MessageType::rts, tag, bytes};
+      rts.body.address = slot.registration->remote_address() +
+                         (reinterpret_cast<uintptr_t>(buffer) - reinterpret_cast<uintptr_t>(slot.registration->base()));
+      rts.body.key = slot.registration->remote_key();
+      rts.body.send_id = encode_id(request);
+      transport_.post_eager(peer, &rts, sizeof rts, nullptr, 0);
+      slot.state = Slot::State::awaiting_fin;
+      ++counters_.rendezvous_sent;
+    }
+    fail_if_peer_failed(slot);
+    return request;
+  }
+
+  Request irecv(int peer, Tag tag, void* buffer, size_t bytes, Tag mask) {
+    if (peer != kAnySource) check_peer(peer, "receive from");
+    check_buffer(buffer, bytes, "receive");
+    auto [request, slot] = allocate(Slot::Kind::recv, peer, tag);
+    slot.tag_mask = mask;
+    slot.buffer = buffer;
+    slot.capacity = bytes;
+    slot.state = Slot::State::posted;
+    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+      if ((peer == kAnySource || it->source == peer) && tag_matches(tag, mask, it->tag)) {
+        Unexpected message = std::move(*it);
+        unexpected_.erase(it);
+        if (message.type == MessageType::eager) {
+          deliver_eager(slot, message.source, message.tag, message.payload.data(), message.length);
+        } else {
+          start_rendezvous(request.slot, message.source, message.tag, message.length, message.rts);
+          flush_deferred();
+        }
+        return request;
+      }
+    }
+    posted_.push_back(request.slot);
+    fail_if_peer_failed(slot);
+    return request;
+  }
+
+  // --- completion --------------------------------------------------------------
+
+  bool test(Request& request, Completion* done) {
+    poll_transport();
+    return reap(request, done);
+  }
+
+  Completion wait(Request& request) {
+    Slot& slot = lookup(request);
+    const auto deadline = Clock::now() + settings_.timeout;
+    auto spin_until = Clock::now() + settings_.spin;
+    while (!finished(slot)) {
+      if (poll_transport() > 0) {
+        spin_until = Clock::now() + settings_.spin;
+        continue;
+      }
+      auto now = Clock::now();
+      if (now >= deadline) fail_timeout(slot);
+      if (oversubscribed_ || now >= spin_until) idle(deadline - now);
+    }
+    Completion done;
+    reap(request, &done);
+    return done;
+  }
+
+  void wait_all(std::span<Request> requests) {
+    for (Request& request : requests) {
+      if (request.valid()) wait(request);
+    }
+  }
+
+  void progress() { poll_transport(); }
+
+  // Polls the transport, then posts what the callbacks decided to post (the
+  // transport is not re-entered from inside its own poll()).
+  int poll_transport() {
+    int events = transport_.poll(*this);
+    return events + flush_deferred();
+  }
+
+  // --- transport::Sink ---------------------------------------------------------
+
+  void on_eager(int peer, const void* data, size_t bytes) override {
+    if (bytes < sizeof(MessageHeader)) {
+      return report_protocol_error(peer, concat("a ", bytes, "-byte message shorter than the chorus header"));
+    }
+    MessageHeader header;
+    std::memcpy(&header, data, sizeof header);
+    const auto* body = static_cast<const uint8_t*>(data) + sizeof header;
+    const size_t body_bytes = bytes - sizeof header;
+    switch (header.type) {
+      case MessageType::eager:
+        if (body_bytes != header.length) {
+          return report_protocol_error(peer, concat("eager length ", header.length, " but ", body_bytes, " bytes"));
+        }
+        ++counters_.eager_received;
+        return arrive(peer, header, body, nullptr);
+      case MessageType::rts: {
+        if (body_bytes != sizeof(RtsBody)) return report_protocol_error(peer, "RTS of the wrong size");
+        RtsBody rts;
+        std::memcpy(&rts, body, sizeof rts);
+        ++counters_.rendezvous_received;
+        return arrive(peer, header, nullptr, &rts);
+      }
+      case MessageType::fin: {
+        if (body_bytes != sizeof(FinBody)) return report_protocol_error(peer, "FIN of the wrong size");
+        FinBody fin;
+        std::memcpy(&fin, body, sizeof fin);
+        return finish_send(peer, fin.send_id);
+      }
+    }
+    report_protocol_error(peer, concat("unknown message type ", static_cast<int>(header.type)));
+  }
+
+  void on_read_done(uint64_t context) override {
+    auto found = find_by_id(context);
+    if (!found) return;  // the request failed meanwhile
+    Slot& slot = *found;
+    --slot.reads_outstanding;
+    deferred_reads_.push_back(context);
+  }
+
+  void on_error(uint64_t context, int peer, const Error& error) override {
+    if (context != 0) {
+      if (auto found = find_by_id(context)) return fail_slot(*found, error);
+    }
+    if (peer >= 0 && peer < size_) {
+      peer_failures_[static_cast<size_t>(peer)] = error;
+      for (Slot& slot : slots_) {
+        if (slot.peer == peer || (slot.kind == Slot::Kind::recv && slot.peer == kAnySource)) fail_slot(slot, error);
+      }
+      return;
+    }
+    for (Slot& slot : slots_) fail_slot(slot, error);
+  }
+
+  // --- accessors ---------------------------------------------------------------
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  transport::Transport& transport() { return transport_; }
+  config::Settings& settings() { return settings_; }
+  const Counters& counters() const { return counters_; }
+
+ private:
+  // Ids sent on the wire (FIN send ids, read contexts): generation and slot+1,
+  // never 0.
+  static uint64_t encode_id(Request request) {
+    return (static_cast<uint64_t>(request.generation) << 32) | (static_cast<uint64_t>(request.slot) + 1);
+  }
+
+  Slot* find_by_id(uint64_t id) {
+    uint64_t slot_plus_one = id & 0xffffffffu;
+    if (slot_plus_one == 0 || slot_plus_one > slots_.size()) return nullptr;
+    Slot& slot = slots_[slot_plus_one - 1];
+    if (slot.generation != static_cast<uint32_t>(id >> 32) || slot.state == Slot::State::free) return nullptr;
+    return &slot;
+  }
+
+  std::pair<Request, Slot&> allocate(Slot::Kind kind, int peer, Tag tag) {
+    uint32_t index;
+    if (!free_slots_.empty()) {
+      index = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      index = static_cast<uint32_t>(slots_.size());
+      slots_.emplace_back();
+    }
+    Slot& slot = slots_[index];
+    uint32_t generation = slot.generation + 1;
+    slot = Slot{};
+    slot.generation = generation;
+    slot.kind = kind;
+    slot.peer = peer;
+    slot.tag = tag;
+    return {Request{index, generation}, slot};
+  }
+
+  Slot& lookup(const Request& request) {
+    if (!request.valid() || request.slot >= slots_.size() || slots_[request.slot].generation != request.generation ||
+        slots_[request.slot].state == Slot::State::free) {
+      fail(Status::invalid_argument, "wait/test on a request that is not outstanding (already completed or never posted)");
+    }
+    return slots_[request.slot];
+  }
+
+  static bool finished(const Slot& slot) {
+    return slot.state == Slot::State::done || slot.state == Slot::State::failed;
+  }
+
+  // Frees a finished request's slot and reports its outcome.
+  bool reap(Request& request, Completion* done) {
+    Slot& slot = lookup(request);
+    if (!finished(slot)) return false;
+    std::optional<Error> error = std::move(slot.error);
+    Completion result = slot.result;
+    release(request.slot);
+    request = Request{};
+    if (error) throw *error;
+    if (done != nullptr) *done = result;
+    return true;
+  }
+
+  void release(uint32_t index) {
+    Slot& slot = slots_[index];
+    slot.registration.reset();
+    slot.state = Slot::State::free;
+    free_slots_.push_back(index);
+  }
+
+  void check_peer(int peer, const char* what) const {
+    if (peer < 0 || peer >= size_) {
+      fail(Status::invalid_argument, what, " rank ", peer, ": ranks are 0..", size_ - 1);
+    }
+  }
+
+  static void check_buffer(const void* buffer, size_t bytes, const char* what) {
+    if (buffer == nullptr && bytes != 0) fail(Status::invalid_argument, what, " of ", bytes, " bytes from a null buffer");
+  }
+
+  void fail_if_peer_failed(Slot& slot) {
+    if (slot.peer >= 0 && peer_failures_[static_cast<size_t>(slot.peer)]) {
+      fail_slot(slot, *peer_failures_[static_cast<size_t>(slot.peer)]);
+    }
+  }
+
+  void fail_slot(Slot& slot, const Error& error) {
+    if (slot.state == Slot::State::free || finished(slot)) return;
+    slot.state = Slot::State::failed;
+    slot.error = error;
+    posted_.erase(std::remove_if(posted_.begin(), posted_.end(),
+                                 [&](uint32_t index) { return &slots_[index] == &slot; }),
+                  posted_.end());
+  }
+
+  [[noreturn]] void fail_timeout(const Slot& slot) {
+    std::string seconds = concat(std::chrono::duration<double>(settings_.timeout).count());
+    std::string what;
+    if (slot.kind == Slot::Kind::send) {
+      what = slot.state == Slot::State::awaiting_fin
+                 ? concat("rank ", slot.peer, " to read a ", slot.capacity, "-byte rendezvous send")
+                 : concat("a send to rank ", slot.peer);
+    } else if (slot.state == Slot::State::reading) {
+      what = concat("RDMA reads of a ", slot.read_total, "-byte message from rank ", slot.result.source);
+    } else if (slot.peer == kAnySource) {
+      what = "a message from any rank";
+    } else {
+      what = concat("a message from rank ", slot.peer);
+    }
+    fail_peer(Status::timeout, slot.peer, "rank ", rank_, " timed out after ", seconds, " s (CHORUS_TIMEOUT) waiting for ",
+              what, " (tag 0x", std::hex, slot.tag, std::dec,
+              "); the peer may have died, stalled, or called a different collective");
+  }
+
+  // Nothing to do: block on the transport's fd if it has one, else yield.
+  void idle(Clock::duration remaining) {
+    int fd = transport_.wait_fd();
+    if (fd >= 0 && transport_.arm()) {
+      // Short slices keep the timeout check and stray wakeups cheap.
+      auto slice = std::min<Clock::duration>(remaining, std::chrono::milliseconds(100));
+      int ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(slice).count());
+      pollfd descriptor{fd, POLLIN, 0};
+      ++counters_.blocked_waits;
+      if (::poll(&descriptor, 1, ms) < 0 && errno != EINTR) {
+        fail(Status::internal, "poll() on the transport's wait fd failed: ", errno_string(errno));
+      }
+      return;
+    }
+    sched_yield();
+  }
+
+  // A message (eager payload or RTS) arrived: match it or keep it.
+  void arrive(int source, const MessageHeader& header, const uint8_t* payload, const RtsBody* rts) {
+    for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+      Slot& slot = slots_[*it];
+      if ((slot.peer == kAnySource || slot.peer == source) && tag_matches(slot.tag, slot.tag_mask, header.tag)) {
+        uint32_t index = *it;
+        posted_.erase(it);
+        if (rts == nullptr) {
+          deliver_eager(slot, source, header.tag, payload, header.length);
+        } else {
+          start_rendezvous(index, source, header.tag, header.length, *rts);
+        }
+        return;
+      }
+    }
+    ++counters_.unexpected;
+    Unexpected message{source, header.tag, header.type, header.length, {}, {}};
+    if (rts == nullptr) {
+      message.payload.assign(payload, payload + header.length);
+    } else {
+      message.rts = *rts;
+    }
+    unexpected_.push_back(std::move(message));
+  }
+
+  void deliver_eager(Slot& slot, int source, Tag tag, const uint8_t* payload, size_t length) {
+    slot.result = Completion{source, tag, length};
+    if (length > slot.capacity) return fail_slot(slot, truncation_error(slot, source, length));
+    if (length != 0) std::memcpy(slot.buffer, payload, length);
+    slot.state = Slot::State::done;
+  }
+
+  Error truncation_error(const Slot& slot, int source, size_t length) const {
+    return Error(Status::truncated,
+                 concat("rank ", rank_, " received a ", length, "-byte message from rank ", source,
+                        " into a ", slot.capacity, "-byte buffer (tag 0x", std::hex, slot.tag, std::dec,
+                        "): counts or datatypes differ between ranks"),
+                 source);
+  }
+
+  void start_rendezvous(uint32_t index, int source, Tag tag, size_t length, const RtsBody& rts) {
+    Slot& slot = slots_[index];
+    slot.result = Completion{source, tag, length};
+    slot.remote_send_id = rts.send_id;
+    if (length > slot.capacity) {
+      deferred_fins_.push_back({source, rts.send_id});  // the sender's part is over either way
+      return fail_slot(slot, truncation_error(slot, source, length));
+    }
+    slot.registration = reg_cache_.acquire(slot.buffer, length);
+    slot.remote = transport::RemoteBuffer{rts.address, rts.key};
+    slot.read_total = length;
+    slot.read_next = 0;
+    slot.state = Slot::State::reading;
+    deferred_reads_.push_back(encode_id(Request{index, slot.generation}));
+  }
+
+  // Issues more reads for each receive whose reads made progress, finishes
+  // the ones fully read, and sends pending FINs.
+  int flush_deferred() {
+    int actions = 0;
+    while (!deferred_reads_.empty() || !deferred_fins_.empty()) {
+      std::vector<uint64_t> reads;
+      reads.swap(deferred_reads_);
+      for (uint64_t id : reads) {
+        Slot* slot = find_by_id(id);
+        if (slot == nullptr || slot->state != Slot::State::reading) continue;
+        issue_reads(*slot, id);
+        if (slot->reads_outstanding == 0 && slot->read_next == slot->read_total) {
+          deferred_fins_.push_back({slot->result.source, slot->remote_send_id});
+          slot->registration.reset();
+          slot->state = Slot::State::done;
+        }
+        ++actions;
+      }
+      std::vector<std::pair<int, uint64_t>> fins;
+      fins.swap(deferred_fins_);
+      for (auto [peer, send_id] : fins) {
+        send_fin(peer, send_id);
+        ++actions;
+      }
+    }
+    return actions;
+  }
+
+  // Keeps up to reads_in_flight chunked reads outstanding for one receive.
+  void issue_reads(Slot& slot, uint64_t context) {
+    const size_t chunk = settings_.rendezvous_chunk;
+    while (slot.reads_outstanding < settings_.reads_in_flight && slot.read_next < slot.read_total) {
+      size_t bytes = std::min(chunk, slot.read_total - slot.read_next);
+      size_t local_offset = static_cast<size_t>(static_cast<uint8_t*>(slot.buffer) -
+                                                static_cast<uint8_t*>(slot.registration->base())) +
+                            slot.read_next;
+      transport::RemoteBuffer remote{slot.remote.address + slot.read_next, slot.remote.key};
+      transport_.post_read(slot.result.source, remote, *slot.registration, local_offset, bytes, context);
+      slot.read_next += bytes;
+      ++slot.reads_outstanding;
+      ++counters_.reads_posted;
+    }
+  }
+
+  void send_fin(int peer, uint64_t send_id) {
+    FinMessage fin{MessageHeader{MessageType::fin, 0, 0}, FinBody{send_id}};
+    transport_.post_eager(peer, &fin, sizeof fin, nullptr, 0);
+  }
+
+  void finish_send(int peer, uint64_t send_id) {
+    Slot* slot = find_by_id(send_id);
+    if (slot == nullptr || slot->kind != Slot::Kind::send || slot->state != Slot::State::awaiting_fin ||
+        slot->peer != peer) {
+      return report_protocol_error(peer, concat("FIN for unknown send 0x", std::hex, send_id));
+    }
+    slot->registration.reset();
+    slot->state = Slot::State::done;
+  }
+
+  // A peer sent something that breaks the protocol: fail what involves it.
+  void report_protocol_error(int peer, const std::string& what) {
+    on_error(0, peer, Error(Status::internal, concat("protocol error from rank ", peer, ": ", what), peer));
+  }
+
+  transport::Transport& transport_;
+  int rank_;
+  int size_;
+  config::Settings settings_;
+  size_t eager_limit_;
+  RegCache reg_cache_;
+  bool oversubscribed_;
+  std::deque<Slot> slots_;  // deque: references stay valid as it grows
+  std::vector<uint32_t> free_slots_;
+  std::deque<uint32_t> posted_;  // receives in post order
+  std::deque<Unexpected> unexpected_;
+  std::vector<std::optional<Error>> peer_failures_;
+  std::vector<uint64_t> deferred_reads_;               // receives whose reads to (re)issue
+  std::vector<std::pair<int, uint64_t>> deferred_fins_;  // (peer, send id)
+  Counters counters_;
+};
+
+Engine::Engine(transport::Transport& transport, int rank, int size, int local_size, const config::Settings& settings)
+    : impl_(std::make_unique<Impl>(transport, rank, size, local_size, settings)) {}
+Engine::~Engine() = default;
+int Engine::rank() const { return impl_->rank(); }
+int Engine::size() const { return impl_->size(); }
+transport::Transport& Engine::transport() { return impl_->transport(); }
+Request Engine::isend(int peer, Tag tag, const void* buf, size_t bytes) { return impl_->isend(peer, tag, buf, bytes); }
+Request Engine::irecv(int peer, Tag tag, void* buf, size_t bytes, Tag tag_mask) {
+  return impl_->irecv(peer, tag, buf, bytes, tag_mask);
+}
+Completion Engine::wait(Request& request) { return impl_->wait(request); }
+void Engine::wait_all(std::span<Request> requests) { impl_->wait_all(requests); }
+bool Engine::test(Request& request, Completion* done) { return impl_->test(request, done); }
+void Engine::progress() { impl_->progress(); }
+void Engine::set_timeout(std::chrono::milliseconds timeout) { impl_->settings().timeout = timeout; }
+std::chrono::milliseconds Engine::timeout() const {
+  return const_cast<Impl&>(*impl_).settings().timeout;
+}
+const Counters& Engine::counters() const { return impl_->counters(); }
+
+}  // namespace chorus::p2p

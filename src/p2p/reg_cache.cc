@@ -1,0 +1,68 @@
+#include "p2p/reg_cache.hpp"
+
+#include <unistd.h>
+
+namespace chorus::p2p {
+
+namespace {
+uintptr_t page_size() {
+  static const uintptr_t size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+}  // namespace
+
+RegCache::RegCache(transport::Transport& transport, uint64_t max_bytes) : transport_(transport), max_bytes_(max_bytes) {}
+
+std::shared_ptr<transport::MemoryRegion> RegCache::acquire(const void* base, size_t bytes) {
+  const uintptr_t start = reinterpret_cast<uintptr_t>(base);
+  const uintptr_t end = start + bytes;
+  ++clock_;
+  // The candidate is the last entry starting at or before `start`.
+  auto it = entries_.upper_bound(start);
+  if (it != entries_.begin()) {
+    --it;
+    const auto& region = *it->second.region;
+    uintptr_t region_end = it->first + region.length();
+    if (region_end >= end) {
+      it->second.last_use = clock_;
+      ++hits_;
+      return it->second.region;
+    }
+  }
+  ++misses_;
+  // Whole pages: neighbouring buffers on the same pages then share an entry.
+  const uintptr_t page = page_size();
+  uintptr_t aligned_start = start & ~(page - 1);
+  uintptr_t aligned_end = (end + page - 1) & ~(page - 1);
+  if (aligned_end == aligned_start) aligned_end += page;
+  std::shared_ptr<transport::MemoryRegion> region =
+      transport_.register_memory(reinterpret_cast<void*>(aligned_start), aligned_end - aligned_start);
+  // An older, smaller entry at the same start is replaced (its users keep it alive).
+  auto existing = entries_.find(aligned_start);
+  if (existing != entries_.end()) {
+    registered_bytes_ -= existing->second.region->length();
+    entries_.erase(existing);
+  }
+  registered_bytes_ += region->length();
+  entries_[aligned_start] = Entry{region, clock_};
+  evict_unused();
+  return region;
+}
+
+void RegCache::evict_unused() {
+  while (registered_bytes_ > max_bytes_) {
+    // Least recently used entry that nobody outside the cache holds.
+    auto victim = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->second.region.use_count() == 1 &&
+          (victim == entries_.end() || it->second.last_use < victim->second.last_use)) {
+        victim = it;
+      }
+    }
+    if (victim == entries_.end()) return;  // everything in use: over the bound until released
+    registered_bytes_ -= victim->second.region->length();
+    entries_.erase(victim);
+  }
+}
+
+}  // namespace chorus::p2p

@@ -1,0 +1,225 @@
+// P2P engine over the in-process transport: matching, unexpected queue,
+// eager vs rendezvous, truncation, timeouts, non-overtaking.
+#include "tests/harness.hpp"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+using namespace chorus;
+using chorus::testing::run_ranks;
+using chorus::testing::test_settings;
+
+namespace {
+std::vector<uint8_t> pattern(size_t bytes, int seed) {
+  std::vector<uint8_t> data(bytes);
+  for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>((i * 131 + static_cast<size_t>(seed) * 7) % 251);
+  return data;
+}
+
+config::Settings small_eager_settings() {
+  auto settings = test_settings();
+  settings.eager_limit = 1024;
+  settings.rendezvous_chunk = 4096;  // many chunks per message
+  settings.reads_in_flight = 3;
+  return settings;
+}
+}  // namespace
+
+class EngineSizes : public ::testing::TestWithParam<size_t> {};
+
+// Every size across the eager limit arrives intact, whether the receive is
+// posted first (expected) or last (unexpected).
+TEST_P(EngineSizes, SendRecvBothOrders) {
+  const size_t bytes = GetParam();
+  run_ranks(
+      2,
+      [&](p2p::Engine& engine, int rank) {
+        auto sent = pattern(bytes, 1);
+        std::vector<uint8_t> received(bytes + 16, 0xEE);
+        if (rank == 0) {
+          auto request = engine.isend(1, 7, sent.data(), bytes);
+          engine.wait(request);
+          // Second round: peer posts its receive only after this send.
+          auto second = engine.isend(1, 8, sent.data(), bytes);
+          engine.wait(second);
+        } else {
+          auto request = engine.irecv(0, 7, received.data(), bytes + 16);
+          auto done = engine.wait(request);
+          EXPECT_EQ(done.bytes, bytes);
+          EXPECT_EQ(done.source, 0);
+          EXPECT_TRUE(std::equal(sent.begin(), sent.end(), received.begin()));
+          EXPECT_EQ(received[bytes], 0xEE) << "wrote past the message";
+          // Let the second message arrive before the receive exists.
+          while (engine.counters().eager_received + engine.counters().rendezvous_received < 2) engine.progress();
+          std::vector<uint8_t> late(bytes);
+          auto second = engine.irecv(0, 8, late.data(), bytes);
+          engine.wait(second);
+          EXPECT_EQ(late, sent);
+          EXPECT_GE(engine.counters().unexpected, 1u);
+        }
+      },
+      small_eager_settings());
+}
+
+INSTANTIATE_TEST_SUITE_P(AcrossEagerLimit, EngineSizes,
+                         ::testing::Values(0, 1, 1000, 1024, 1025, 4096, 4097, 100000, 3 << 20));
+
+TEST(Engine, RendezvousUsesReadsEagerDoesNot) {
+  run_ranks(
+      2,
+      [](p2p::Engine& engine, int rank) {
+        std::vector<uint8_t> data(20000, static_cast<uint8_t>(rank));
+        if (rank == 0) {
+          auto request = engine.isend(1, 1, data.data(), 100);
+          engine.wait(request);
+          request = engine.isend(1, 2, data.data(), data.size());
+          engine.wait(request);
+          EXPECT_EQ(engine.counters().eager_sent, 1u);
+          EXPECT_EQ(engine.counters().rendezvous_sent, 1u);
+        } else {
+          auto request = engine.irecv(0, 1, data.data(), 100);
+          engine.wait(request);
+          request = engine.irecv(0, 2, data.data(), data.size());
+          engine.wait(request);
+          EXPECT_EQ(engine.counters().reads_posted, 5u);  // 20000 bytes in 4096-byte chunks
+          EXPECT_EQ(data[19999], 0);
+        }
+      },
+      small_eager_settings());
+}
+
+// Same source and tag: messages match in send order, even when eager and
+// rendezvous messages are mixed.
+TEST(Engine, NonOvertaking) {
+  run_ranks(
+      2,
+      [](p2p::Engine& engine, int rank) {
+        constexpr int kMessages = 40;
+        std::vector<std::vector<uint8_t>> buffers;
+        for (int i = 0; i < kMessages; ++i) buffers.push_back(pattern(i % 2 ? 3000 : 10, i));
+        std::vector<p2p::Request> requests;
+        if (rank == 0) {
+          for (auto& b : buffers) requests.push_back(engine.isend(1, 5, b.data(), b.size()));
+          engine.wait_all(requests);
+        } else {
+          std::vector<std::vector<uint8_t>> received(kMessages, std::vector<uint8_t>(3000));
+          for (auto& r : received) requests.push_back(engine.irecv(0, 5, r.data(), r.size()));
+          for (int i = 0; i < kMessages; ++i) {
+            auto done = engine.wait(requests[static_cast<size_t>(i)]);
+            ASSERT_EQ(done.bytes, buffers[static_cast<size_t>(i)].size()) << "message " << i;
+            EXPECT_TRUE(std::equal(buffers[static_cast<size_t>(i)].begin(), buffers[static_cast<size_t>(i)].end(),
+                                   received[static_cast<size_t>(i)].begin()));
+          }
+        }
+      },
+      small_eager_settings());
+}
+
+TEST(Engine, AnySourceAndTagMask) {
+  run_ranks(4, [](p2p::Engine& engine, int rank) {
+    if (rank != 0) {
+      int value = rank * 10;
+      auto request = engine.isend(0, 0x100 | static_cast<p2p::Tag>(rank), &value, sizeof value);
+      engine.wait(request);
+      return;
+    }
+    int seen = 0;
+    for (int i = 0; i < 3; ++i) {
+      int value = 0;
+      auto request = engine.irecv(p2p::kAnySource, 0x100, &value, sizeof value, ~p2p::Tag{0xff});
+      auto done = engine.wait(request);
+      EXPECT_EQ(value, done.source * 10);
+      EXPECT_EQ(done.tag, 0x100u | static_cast<p2p::Tag>(done.source));
+      seen |= 1 << done.source;
+    }
+    EXPECT_EQ(seen, 0b1110);
+  });
+}
+
+TEST(Engine, TruncationIsAnErrorOnTheReceiverOnly) {
+  for (size_t bytes : {size_t{100}, size_t{50000}}) {  // eager and rendezvous
+    run_ranks(
+        2,
+        [&](p2p::Engine& engine, int rank) {
+          std::vector<uint8_t> data(bytes);
+          if (rank == 0) {
+            auto request = engine.isend(1, 3, data.data(), bytes);
+            EXPECT_NO_THROW(engine.wait(request));
+          } else {
+            auto request = engine.irecv(0, 3, data.data(), bytes / 2);
+            try {
+              engine.wait(request);
+              ADD_FAILURE() << "no truncation error";
+            } catch (const Error& e) {
+              EXPECT_EQ(e.status(), Status::truncated);
+              EXPECT_EQ(e.peer(), 0);
+              EXPECT_NE(std::string(e.what()).find("counts or datatypes differ"), std::string::npos) << e.what();
+            }
+          }
+        },
+        small_eager_settings());
+  }
+}
+
+TEST(Engine, TimeoutNamesThePeer) {
+  auto settings = test_settings();
+  settings.timeout = std::chrono::milliseconds(200);
+  run_ranks(
+      2,
+      [](p2p::Engine& engine, int rank) {
+        if (rank == 0) return;  // never sends
+        int value;
+        auto request = engine.irecv(0, 9, &value, sizeof value);
+        auto start = std::chrono::steady_clock::now();
+        try {
+          engine.wait(request);
+          ADD_FAILURE() << "wait returned without a message";
+        } catch (const Error& e) {
+          EXPECT_EQ(e.status(), Status::timeout);
+          EXPECT_EQ(e.peer(), 0);
+          EXPECT_NE(std::string(e.what()).find("from rank 0"), std::string::npos) << e.what();
+        }
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+      },
+      settings);
+}
+
+TEST(Engine, BadArgumentsAreRejected) {
+  run_ranks(2, [](p2p::Engine& engine, int) {
+    int value = 0;
+    EXPECT_THROW(engine.isend(2, 0, &value, 4), Error);
+    EXPECT_THROW(engine.isend(-1, 0, &value, 4), Error);
+    EXPECT_THROW(engine.irecv(5, 0, &value, 4), Error);
+    EXPECT_THROW(engine.isend(1, 0, nullptr, 4), Error);
+    p2p::Request never_posted;
+    EXPECT_THROW(engine.wait(never_posted), Error);
+  });
+}
+
+// Many ranks exchanging with everyone at once, mixed sizes.
+TEST(Engine, AllToAllMixedSizes) {
+  for (int size : {3, 5, 8}) {
+    run_ranks(
+        size,
+        [&](p2p::Engine& engine, int rank) {
+          std::vector<std::vector<uint8_t>> out, in;
+          std::vector<p2p::Request> requests;
+          for (int peer = 0; peer < size; ++peer) {
+            size_t bytes = static_cast<size_t>(((rank + peer) % 3) * 3000 + peer);
+            out.push_back(pattern(bytes, rank * 100 + peer));
+            size_t expect = static_cast<size_t>(((peer + rank) % 3) * 3000 + rank);
+            in.emplace_back(expect);
+          }
+          for (int peer = 0; peer < size; ++peer) {
+            requests.push_back(engine.irecv(peer, 11, in[static_cast<size_t>(peer)].data(), in[static_cast<size_t>(peer)].size()));
+            requests.push_back(engine.isend(peer, 11, out[static_cast<size_t>(peer)].data(), out[static_cast<size_t>(peer)].size()));
+          }
+          engine.wait_all(requests);
+          for (int peer = 0; peer < size; ++peer) {
+            EXPECT_EQ(in[static_cast<size_t>(peer)], pattern(in[static_cast<size_t>(peer)].size(), peer * 100 + rank));
+          }
+        },
+        small_eager_settings());
+  }
+}
