@@ -1,0 +1,157 @@
+// The C API: thin wrappers that turn chorus::Error into a status code plus a
+// thread-local message (chorus_last_error).
+#include "common/error.hpp"
+#include "communicator_impl.hpp"
+
+#include <chorus/chorus.h>
+
+#include <cstring>
+
+struct chorus_comm {
+  std::unique_ptr<chorus::CommunicatorImpl> impl;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+template <class Body>
+chorus_status_t guard(Body&& body) {
+  try {
+    body();
+    return CHORUS_SUCCESS;
+  } catch (const chorus::Error& e) {
+    g_last_error = e.what();
+    return static_cast<chorus_status_t>(e.status());
+  } catch (const std::bad_alloc&) {
+    g_last_error = "out of memory";
+    return CHORUS_ERR_INTERNAL;
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return CHORUS_ERR_INTERNAL;
+  }
+}
+
+chorus::CommunicatorImpl& impl_of(chorus_comm_t comm) {
+  if (comm == nullptr || !comm->impl) chorus::fail(chorus::Status::invalid_argument, "null chorus_comm_t");
+  return *comm->impl;
+}
+
+chorus::DataType to_dtype(chorus_datatype_t dtype) { return static_cast<chorus::DataType>(dtype); }
+chorus::ReduceOp to_op(chorus_op_t op) { return static_cast<chorus::ReduceOp>(op); }
+
+bool in_place(const void* send) { return send == CHORUS_IN_PLACE; }
+
+// Byte offset of block `rank` in a buffer of per-rank blocks of `count` elements.
+size_t block_offset(chorus::CommunicatorImpl& comm, size_t count, chorus_datatype_t dtype) {
+  return static_cast<size_t>(comm.rank()) * count * chorus::datatype_size(to_dtype(dtype));
+}
+
+chorus_status_t run(chorus_comm_t comm, chorus::Collective op, const void* send, void* recv, size_t count,
+                    chorus_datatype_t dtype, chorus_op_t redop, int root) {
+  return guard([&] { impl_of(comm).run(op, {send, recv, count, to_dtype(dtype), to_op(redop), root}); });
+}
+
+}  // namespace
+
+extern "C" {
+
+chorus_status_t chorus_init(chorus_comm_t* comm) {
+  return guard([&] {
+    if (comm == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_init: null output pointer");
+    *comm = nullptr;
+    auto impl = chorus::CommunicatorImpl::create_from_environment();
+    *comm = new chorus_comm{std::move(impl)};
+  });
+}
+
+chorus_status_t chorus_finalize(chorus_comm_t* comm) {
+  return guard([&] {
+    if (comm == nullptr || *comm == nullptr) {
+      chorus::fail(chorus::Status::invalid_argument, "chorus_finalize: null communicator");
+    }
+    std::unique_ptr<chorus_comm> owned(*comm);
+    *comm = nullptr;
+    owned->impl->finalize();
+  });
+}
+
+chorus_status_t chorus_comm_rank(chorus_comm_t comm, int* rank) {
+  return guard([&] {
+    if (rank == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_comm_rank: null output pointer");
+    *rank = impl_of(comm).rank();
+  });
+}
+
+chorus_status_t chorus_comm_size(chorus_comm_t comm, int* size) {
+  return guard([&] {
+    if (size == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_comm_size: null output pointer");
+    *size = impl_of(comm).size();
+  });
+}
+
+chorus_status_t chorus_allreduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                 chorus_datatype_t dtype, chorus_op_t op) {
+  return run(comm, chorus::Collective::allreduce, in_place(sendbuf) ? recvbuf : sendbuf, recvbuf, count, dtype, op, 0);
+}
+
+chorus_status_t chorus_broadcast(chorus_comm_t comm, void* buf, size_t count, chorus_datatype_t dtype, int root) {
+  return run(comm, chorus::Collective::broadcast, buf, buf, count, dtype, CHORUS_SUM, root);
+}
+
+chorus_status_t chorus_barrier(chorus_comm_t comm) {
+  return run(comm, chorus::Collective::barrier, nullptr, nullptr, 0, CHORUS_UINT8, CHORUS_SUM, 0);
+}
+
+chorus_status_t chorus_reduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                              chorus_datatype_t dtype, chorus_op_t op, int root) {
+  return run(comm, chorus::Collective::reduce, in_place(sendbuf) ? recvbuf : sendbuf, recvbuf, count, dtype, op, root);
+}
+
+chorus_status_t chorus_allgather(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                 chorus_datatype_t dtype) {
+  return guard([&] {
+    auto& impl = impl_of(comm);
+    const void* send = sendbuf;
+    if (in_place(sendbuf)) send = static_cast<const uint8_t*>(recvbuf) + block_offset(impl, count, dtype);
+    impl.run(chorus::Collective::allgather, {send, recvbuf, count, to_dtype(dtype), chorus::ReduceOp::sum, 0});
+  });
+}
+
+chorus_status_t chorus_reduce_scatter(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                      chorus_datatype_t dtype, chorus_op_t op) {
+  return guard([&] {
+    auto& impl = impl_of(comm);
+    if (!in_place(sendbuf)) {
+      impl.run(chorus::Collective::reduce_scatter, {sendbuf, recvbuf, count, to_dtype(dtype), to_op(op), 0});
+      return;
+    }
+    // In place (as MPI_Reduce_scatter_block): recvbuf holds every block on
+    // input and this rank's reduced block at its start on output.
+    auto* own_block = static_cast<uint8_t*>(recvbuf) + block_offset(impl, count, dtype);
+    impl.run(chorus::Collective::reduce_scatter, {recvbuf, own_block, count, to_dtype(dtype), to_op(op), 0});
+    if (own_block != recvbuf) std::memmove(recvbuf, own_block, count * chorus::datatype_size(to_dtype(dtype)));
+  });
+}
+
+chorus_status_t chorus_alltoall(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                chorus_datatype_t dtype) {
+  return run(comm, chorus::Collective::alltoall, in_place(sendbuf) ? recvbuf : sendbuf, recvbuf, count, dtype,
+             CHORUS_SUM, 0);
+}
+
+chorus_status_t chorus_send(chorus_comm_t comm, const void* buf, size_t bytes, int peer, int tag) {
+  return guard([&] { impl_of(comm).send(buf, bytes, peer, tag); });
+}
+
+chorus_status_t chorus_recv(chorus_comm_t comm, void* buf, size_t bytes, int peer, int tag) {
+  return guard([&] { impl_of(comm).recv(buf, bytes, peer, tag); });
+}
+
+const char* chorus_last_error(void) { return g_last_error.c_str(); }
+
+const char* chorus_status_string(chorus_status_t status) {
+  return chorus::to_string(static_cast<chorus::Status>(status)).data();
+}
+
+}  // extern "C"

@@ -1,0 +1,113 @@
+// The public C++ and C APIs in a 1-rank job: argument validation with clear
+// messages, the finalize rules, algorithm overrides, and size-1 semantics.
+#include <chorus/chorus.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <functional>
+#include <numeric>
+
+extern "C" int capi_roundtrip(void);
+
+using namespace chorus;
+
+namespace {
+
+// Runs `body` expecting a chorus::Error with `status` whose text contains `fragment`.
+void expect_error(Status status, const std::string& fragment, const std::function<void()>& body) {
+  try {
+    body();
+    ADD_FAILURE() << "no error; expected " << to_string(status) << " mentioning \"" << fragment << "\"";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), status) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+class SingleRank : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"CHORUS_RANK", "CHORUS_SIZE", "OMPI_COMM_WORLD_RANK", "RANK", "WORLD_SIZE", "SLURM_PROCID",
+                             "PMI_RANK"}) {
+      unsetenv(name);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_F(SingleRank, CollectivesOnOneRankCopyOrLeaveData) {
+  auto comm = Communicator::init();
+  EXPECT_EQ(comm.rank(), 0);
+  EXPECT_EQ(comm.size(), 1);
+  std::vector<int32_t> in(10), out(10, -1);
+  std::iota(in.begin(), in.end(), 1);
+  comm.allreduce(in.data(), out.data(), in.size(), ReduceOp::sum);
+  EXPECT_EQ(in, out);
+  std::fill(out.begin(), out.end(), -1);
+  comm.allgather(in.data(), out.data(), in.size());
+  EXPECT_EQ(in, out);
+  std::fill(out.begin(), out.end(), -1);
+  comm.reduce_scatter(in.data(), out.data(), in.size(), ReduceOp::max);
+  EXPECT_EQ(in, out);
+  std::fill(out.begin(), out.end(), -1);
+  comm.alltoall(in.data(), out.data(), in.size());
+  EXPECT_EQ(in, out);
+  comm.broadcast(std::span<int32_t>(in), 0);
+  comm.barrier();
+  comm.finalize();
+}
+
+TEST_F(SingleRank, InvalidArgumentsNameTheProblem) {
+  auto comm = Communicator::init();
+  std::vector<float> buffer(8);
+  expect_error(Status::invalid_argument, "root 1 is not a rank", [&] { comm.broadcast(std::span<float>(buffer), 1); });
+  expect_error(Status::invalid_argument, "root -1", [&] { comm.reduce(std::span<float>(buffer), ReduceOp::sum, -1); });
+  expect_error(Status::invalid_argument, "null send buffer",
+               [&] { comm.allreduce(nullptr, buffer.data(), 8, DataType::float32, ReduceOp::sum); });
+  expect_error(Status::invalid_argument, "null receive buffer",
+               [&] { comm.allreduce(buffer.data(), nullptr, 8, DataType::float32, ReduceOp::sum); });
+  expect_error(Status::invalid_argument, "invalid datatype value 99",
+               [&] { comm.allreduce(buffer.data(), buffer.data(), 8, static_cast<DataType>(99), ReduceOp::sum); });
+  expect_error(Status::invalid_argument, "invalid reduction op value 7",
+               [&] { comm.allreduce(buffer.data(), buffer.data(), 8, DataType::float32, static_cast<ReduceOp>(7)); });
+  expect_error(Status::invalid_argument, "overflows",
+               [&] { comm.allgather(buffer.data(), buffer.data(), SIZE_MAX / 2, DataType::float32); });
+  expect_error(Status::invalid_argument, "is not an algorithm for allreduce",
+               [&] { comm.set_algorithm(Collective::allreduce, "bogus"); });
+  expect_error(Status::invalid_argument, "tag -1", [&] { comm.send(buffer.data(), 4, 0, -1); });
+  // A null buffer with count 0 is fine, as in MPI.
+  comm.allreduce(nullptr, nullptr, 0, DataType::float32, ReduceOp::sum);
+  // Validation failures are the caller's: the communicator stays usable.
+  comm.barrier();
+}
+
+TEST_F(SingleRank, UseAfterFinalizeFails) {
+  auto comm = Communicator::init();
+  comm.finalize();
+  comm.finalize();  // idempotent
+  expect_error(Status::finalized, "after finalize", [&] { comm.barrier(); });
+}
+
+TEST_F(SingleRank, AlgorithmsCanBeListedAndForced) {
+  auto comm = Communicator::init();
+  for (int i = 0; i < kNumCollectives; ++i) {
+    auto op = static_cast<Collective>(i);
+    auto names = comm.algorithms(op);
+    ASSERT_FALSE(names.empty()) << to_string(op);
+    for (const auto& name : names) {
+      comm.set_algorithm(op, name);
+      EXPECT_EQ(comm.selected_algorithm(op, 1 << 20), name);
+    }
+    comm.set_algorithm(op, "auto");
+  }
+}
+
+TEST_F(SingleRank, InvalidAlgorithmVariableIsAConfigError) {
+  setenv("CHORUS_ALGO_BROADCAST", "teleport", 1);
+  expect_error(Status::config, "CHORUS_ALGO_BROADCAST=\"teleport\": expected one of", [] { Communicator::init(); });
+  unsetenv("CHORUS_ALGO_BROADCAST");
+}
+
+TEST_F(SingleRank, CApiRoundTrip) { EXPECT_EQ(capi_roundtrip(), 0); }
