@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Acceptance: kill -9 of one rank in the middle of a long benchmark makes
+# chorusrun exit non-zero within --timeout, name the rank, and leave no
+# chorus process behind.
+#   kill_rank_mid_benchmark.sh CHORUSRUN CHORUS_BENCH PROVIDER
+set -uo pipefail
+chorusrun=$1 bench=$2 provider=$3
+timeout_seconds=20
+ranks=4
+victim=2
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+FI_TCP_IFACE=lo "$chorusrun" -n $ranks --timeout $timeout_seconds -x CHORUS_OFI_PROVIDER="$provider" \
+  "$bench" --op allreduce --min-bytes 1M --max-bytes 16M --iters 100000 --warmup 1 >"$log" 2>&1 &
+launcher=$!
+
+# Wait until every rank runs the benchmark (its pid is a child of chorusrun).
+pids=""
+for _ in $(seq 1 100); do
+  pids=$(pgrep -P $launcher -d ' ' 2>/dev/null || true)
+  [ "$(echo $pids | wc -w)" -ge $ranks ] && break
+  sleep 0.1
+done
+[ "$(echo $pids | wc -w)" -ge $ranks ] || { echo "FAIL: ranks did not start"; cat "$log"; kill -9 $launcher; exit 1; }
+sleep 2  # well inside the measurement loop
+
+# Rank r's pid: chorusrun exports CHORUS_RANK to each child.
+victim_pid=""
+for pid in $pids; do
+  if tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep -qx "CHORUS_RANK=$victim"; then victim_pid=$pid; fi
+done
+[ -n "$victim_pid" ] || { echo "FAIL: no process with CHORUS_RANK=$victim among $pids"; kill -9 $launcher; exit 1; }
+
+start=$(date +%s.%N)
+kill -9 "$victim_pid"
+wait $launcher
+status=$?
+elapsed=$(echo "$(date +%s.%N) - $start" | bc)
+
+echo "chorusrun exit status $status after ${elapsed}s (timeout ${timeout_seconds}s)"
+grep -i "rank $victim" "$log" | grep -iv '^\[' | head -n 3
+failures=0
+[ $status -ne 0 ] || { echo "FAIL: chorusrun exited 0"; failures=1; }
+[ "$(echo "$elapsed < $timeout_seconds" | bc)" = 1 ] || { echo "FAIL: took ${elapsed}s"; failures=1; }
+grep -qiE "rank $victim .*(signal 9|killed)" "$log" || { echo "FAIL: no message naming rank $victim and the signal"; failures=1; }
+sleep 0.2
+left=""
+for pid in $pids; do [ -d /proc/$pid ] && [ "$(cat /proc/$pid/stat 2>/dev/null | awk '{print $3}')" != Z ] && left="$left $pid"; done
+[ -z "$left" ] || { echo "FAIL: processes left:$left"; failures=1; }
+if [ $failures -ne 0 ]; then echo "--- output"; tail -n 30 "$log"; exit 1; fi
+echo "kill_rank_mid_benchmark: OK ($provider)"
