@@ -1,0 +1,131 @@
+// chorusrun: starts the ranks of a chorus job (see `chorusrun --help` and
+// docs/launcher.md).
+#include "job.hpp"
+#include "options.hpp"
+
+#include "bootstrap/store.hpp"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <memory>
+
+namespace {
+
+std::string random_hex(size_t bytes) {
+  std::vector<unsigned char> data(bytes);
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t n = getrandom(data.data() + done, bytes - done, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error(std::string("getrandom: ") + strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  static const char digits[] = "0123456789abcdef";
+  std::string text;
+  for (unsigned char c : data) {
+    text += digits[c >> 4];
+    text += digits[c & 15];
+  }
+  return text;
+}
+
+bool is_this_host(const std::string& host) {
+  char name[256] = {0};
+  gethostname(name, sizeof name - 1);
+  return host.empty() || host == "localhost" || host == "127.0.0.1" || host == name;
+}
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "chorusrun: %s\nRun 'chorusrun --help' for the options.\n", message.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace chorusrun;
+  Options options;
+  try {
+    options = parse_options(argc, argv);
+    if (options.help) {
+      std::fputs(usage_text(), stdout);
+      return 0;
+    }
+    if (options.version) {
+      std::printf("chorusrun (chorus) %s\n", CHORUS_VERSION);
+      return 0;
+    }
+  } catch (const UsageError& e) {
+    return usage_error(e.what());
+  }
+
+  std::vector<RankPlacement> placement = place_ranks(options);
+  bool remote = false;
+  for (auto& p : placement) {
+    if (is_this_host(p.host)) {
+      p.host.clear();
+    } else {
+      remote = true;
+    }
+  }
+  try {
+    // Local ranks exec the program directly: check it now, once, with a clear message.
+    if (!remote || std::any_of(placement.begin(), placement.end(), [](auto& p) { return p.host.empty(); })) {
+      options.program[0] = resolve_program(options.program[0]);
+    }
+    if (remote && options.store_address.empty()) {
+      throw UsageError("ranks on other hosts need --store-addr: the address they can reach this host at");
+    }
+  } catch (const UsageError& e) {
+    return usage_error(e.what());
+  }
+
+  try {
+    const std::string secret = random_hex(16);
+    const std::string job_id = "chorusrun-" + std::to_string(getpid()) + "-" + random_hex(4);
+    // Single-host jobs keep the store on loopback; remote ranks need it reachable.
+    chorus::bootstrap::StoreServer store(remote ? "0.0.0.0" : "127.0.0.1", 0, secret);
+    JobEnvironment environment;
+    std::string store_host = options.store_address.empty() ? "127.0.0.1" : options.store_address;
+    environment.store_address = store_host + ":" + std::to_string(store.port());
+    auto& vars = environment.variables;
+    vars.push_back("CHORUS_STORE_ADDR=" + environment.store_address);
+    vars.push_back("CHORUS_JOB_SECRET=" + secret);
+    vars.push_back("CHORUS_JOB_ID=" + job_id);
+    if (!options.transport.empty()) vars.push_back("CHORUS_TRANSPORT=" + options.transport);
+    if (!options.ofi_provider.empty()) vars.push_back("CHORUS_OFI_PROVIDER=" + options.ofi_provider);
+    if (options.timeout_seconds > 0) {
+      char text[64];
+      std::snprintf(text, sizeof text, "%g", options.timeout_seconds);
+      vars.push_back(std::string("CHORUS_TIMEOUT=") + text);
+    }
+    if (!options.bind.empty()) vars.push_back("CHORUS_BIND=" + options.bind);
+    if (options.report_bindings) vars.push_back("CHORUS_REPORT_BINDINGS=1");
+    // libfabric's tcp provider would otherwise pick the first interface (eth0).
+    if (!remote && std::getenv("FI_TCP_IFACE") == nullptr) vars.push_back("FI_TCP_IFACE=lo");
+    for (const std::string& exported : options.exports) {
+      if (exported.find('=') != std::string::npos) {
+        vars.push_back(exported);
+      } else if (const char* value = std::getenv(exported.c_str())) {
+        vars.push_back(exported + "=" + value);
+      }
+    }
+    if (options.verbose) {
+      std::fprintf(stderr, "chorusrun: %d ranks, store at %s, job %s\n", options.ranks,
+                   environment.store_address.c_str(), job_id.c_str());
+    }
+    Job job(options, placement, environment, [&store](const std::string& failure) {
+      store.set("chorus/failed", chorus::bootstrap::Bytes(failure.begin(), failure.end()));
+    });
+    return job.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "chorusrun: %s\n", e.what());
+    return 1;
+  }
+}
