@@ -1,0 +1,230 @@
+// The store client: one blocking-style connection driven by poll() against a
+// deadline, so every call ends within the timeout it was given.
+#include "bootstrap/frame.hpp"
+#include "bootstrap/socket.hpp"
+#include "bootstrap/store.hpp"
+#include "common/error.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <poll.h>
+#include <set>
+#include <sys/socket.h>
+#include <thread>
+
+namespace chorus::bootstrap {
+
+using frame::Frame;
+using frame::Type;
+using net::Clock;
+
+namespace {
+
+constexpr auto kFirstRetryDelay = std::chrono::milliseconds(10);
+constexpr auto kMaxRetryDelay = std::chrono::milliseconds(200);
+constexpr size_t kReadChunk = 64 * 1024;
+
+std::string quoted_key(const std::string& key) { return concat("key \"", key, "\""); }
+
+}  // namespace
+
+class StoreClient::Impl {
+ public:
+  Impl(const std::string& host, uint16_t port, const std::string& secret, std::chrono::milliseconds timeout);
+
+  void set(const std::string& key, const Bytes& value);
+  Bytes get(const std::string& key, Clock::time_point deadline);
+  Bytes get(const std::string& key) { return get(key, deadline()); }
+  int64_t add(const std::string& key, int64_t delta);
+  bool check(const std::string& key);
+  Clock::time_point deadline() const { return Clock::now() + timeout_; }
+
+ private:
+  void connect(const std::string& host, uint16_t port, Clock::time_point deadline);
+  // Sends `request` and returns the reply with its id; `what` describes the
+  // call for error messages ("waiting for key \"a\"").
+  Frame call(Frame request, Type expected, Clock::time_point deadline, const std::string& what);
+  void send_all(const Bytes& bytes, Clock::time_point deadline, const std::string& what);
+  Frame receive_reply(uint32_t id, Clock::time_point deadline, const std::string& what);
+  void receive_more(Clock::time_point deadline, const std::string& what);
+  [[noreturn]] void timed_out(const std::string& what);
+  [[noreturn]] void broken(const std::string& why);
+  uint32_t next_id();
+
+  std::string address_;
+  std::chrono::milliseconds timeout_;
+  net::Fd fd_;
+  frame::Decoder decoder_;
+  uint32_t last_id_ = 0;
+  std::set<uint32_t> abandoned_;  // ids whose caller timed out; late replies are dropped
+  std::string broken_;            // why the stream can no longer be trusted
+};
+
+StoreClient::Impl::Impl(const std::string& host, uint16_t port, const std::string& secret,
+                        std::chrono::milliseconds timeout)
+    : address_(net::format_address(host, port)), timeout_(timeout) {
+  if (timeout <= std::chrono::milliseconds(0)) {
+    fail(Status::invalid_argument, "the store client timeout must be positive, got ", timeout.count(), " ms");
+  }
+  const auto until = deadline();
+  connect(host, port, until);
+  call(Frame::hello(next_id(), secret), Type::ok, until, "presenting the job secret");
+}
+
+void StoreClient::Impl::connect(const std::string& host, uint16_t port, Clock::time_point deadline) {
+  // The server may not be up yet (rank 0 still starting): retry with backoff.
+  auto delay = kFirstRetryDelay;
+  std::string why = "no attempt finished";
+  for (;;) {
+    fd_ = net::try_connect(host, port, deadline, why);
+    if (fd_) return;
+    auto now = Clock::now();
+    if (now >= deadline) break;
+    std::this_thread::sleep_for(std::min<Clock::duration>(delay, deadline - now));
+    delay = std::min(delay * 2, kMaxRetryDelay);
+  }
+  fail(Status::timeout, "could not connect to the bootstrap store at ", address_, " within ", timeout_.count(),
+       " ms (last attempt: ", why, ")");
+}
+
+uint32_t StoreClient::Impl::next_id() {
+  if (++last_id_ == 0) ++last_id_;  // id 0 marks the server's connection-level errors
+  return last_id_;
+}
+
+void StoreClient::Impl::set(const std::string& key, const Bytes& value) {
+  call(Frame::set(next_id(), key, value), Type::ok, deadline(), concat("setting ", quoted_key(key)));
+}
+
+Bytes StoreClient::Impl::get(const std::string& key, Clock::time_point deadline) {
+  return call(Frame::get(next_id(), key, true), Type::value, deadline, concat("waiting for ", quoted_key(key))).blob;
+}
+
+int64_t StoreClient::Impl::add(const std::string& key, int64_t delta) {
+  return call(Frame::add(next_id(), key, delta), Type::counter, deadline(),
+              concat("adding ", delta, " to ", quoted_key(key)))
+      .number;
+}
+
+bool StoreClient::Impl::check(const std::string& key) {
+  return call(Frame::check(next_id(), key), Type::exists, deadline(), concat("checking ", quoted_key(key))).exists;
+}
+
+Frame StoreClient::Impl::call(Frame request, Type expected, Clock::time_point deadline, const std::string& what) {
+  if (!broken_.empty()) {
+    fail(Status::bootstrap, "the connection to the bootstrap store at ", address_, " is unusable (", broken_,
+         "); cannot continue ", what);
+  }
+  send_all(frame::encode(request), deadline, what);
+  Frame reply = receive_reply(request.request_id, deadline, what);
+  if (reply.type != expected) {
+    broken(concat("the store answered ", what, " with ", frame::type_name(reply.type), " instead of ",
+                  frame::type_name(expected)));
+  }
+  return reply;
+}
+
+void StoreClient::Impl::send_all(const Bytes& bytes, Clock::time_point deadline, const std::string& what) {
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    ssize_t n = ::send(fd_.get(), bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      broken(concat("sending to the store failed while ", what, ": ", errno_string(errno)));
+    }
+    pollfd entry{fd_.get(), POLLOUT, 0};
+    int ready = ::poll(&entry, 1, net::poll_timeout_ms(deadline));
+    if (ready < 0 && errno != EINTR) broken(concat("poll() failed while ", what, ": ", errno_string(errno)));
+    if (ready == 0) {
+      // Part of a frame may be on the wire: the stream is out of step for good.
+      if (sent > 0) broken_ = concat("a request was cut off by a timeout while ", what);
+      timed_out(what);
+    }
+  }
+}
+
+Frame StoreClient::Impl::receive_reply(uint32_t id, Clock::time_point deadline, const std::string& what) {
+  for (;;) {
+    frame::Decoded decoded = decoder_.next();
+    if (decoded.status == frame::DecodeStatus::error) {
+      broken(concat("malformed reply while ", what, ": ", decoded.error));
+    }
+    if (decoded.status == frame::DecodeStatus::need_more) {
+      try {
+        receive_more(deadline, what);
+      } catch (const Error& e) {
+        if (e.status() == Status::timeout) abandoned_.insert(id);
+        throw;
+      }
+      continue;
+    }
+    Frame& reply = decoded.frame;
+    if (reply.type == Type::error && reply.request_id == 0) {
+      broken_ = reply.message;
+      fail(Status::bootstrap, "the bootstrap store at ", address_, " closed the connection while ", what, ": ",
+           reply.message);
+    }
+    if (reply.request_id == id) {
+      if (reply.type == Type::error) {
+        fail(Status::bootstrap, "the bootstrap store at ", address_, " refused ", what, ": ", reply.message);
+      }
+      return std::move(reply);
+    }
+    if (abandoned_.erase(reply.request_id) == 0) {
+      broken(concat("reply with unknown request id ", reply.request_id, " while ", what));
+    }
+  }
+}
+
+void StoreClient::Impl::receive_more(Clock::time_point deadline, const std::string& what) {
+  uint8_t buffer[kReadChunk];
+  for (;;) {
+    ssize_t n = ::recv(fd_.get(), buffer, sizeof buffer, 0);
+    if (n > 0) {
+      decoder_.feed({buffer, static_cast<size_t>(n)});
+      return;
+    }
+    if (n == 0) broken(concat("the store closed the connection while ", what));
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      broken(concat("receiving from the store failed while ", what, ": ", errno_string(errno)));
+    }
+    pollfd entry{fd_.get(), POLLIN, 0};
+    int ready = ::poll(&entry, 1, net::poll_timeout_ms(deadline));
+    if (ready < 0 && errno != EINTR) broken(concat("poll() failed while ", what, ": ", errno_string(errno)));
+    if (ready == 0) timed_out(what);
+  }
+}
+
+void StoreClient::Impl::timed_out(const std::string& what) {
+  fail(Status::timeout, "timed out after ", timeout_.count(), " ms ", what, " in the bootstrap store at ", address_);
+}
+
+void StoreClient::Impl::broken(const std::string& why) {
+  broken_ = why;
+  fail(Status::bootstrap, "bootstrap store at ", address_, ": ", why);
+}
+
+// --- StoreClient ---------------------------------------------------------------
+
+StoreClient::StoreClient(const std::string& host, uint16_t port, const std::string& secret,
+                         std::chrono::milliseconds timeout)
+    : impl_(std::make_unique<Impl>(host, port, secret, timeout)) {}
+StoreClient::~StoreClient() = default;
+
+void StoreClient::set(const std::string& key, const Bytes& value) { impl_->set(key, value); }
+Bytes StoreClient::get(const std::string& key) { return impl_->get(key); }
+int64_t StoreClient::add(const std::string& key, int64_t delta) { return impl_->add(key, delta); }
+bool StoreClient::check(const std::string& key) { return impl_->check(key); }
+
+void StoreClient::wait(const std::vector<std::string>& keys) {
+  // One deadline for the whole set: waiting for N keys is one call, not N.
+  const auto until = impl_->deadline();
+  for (const auto& key : keys) impl_->get(key, until);
+}
+
+}  // namespace chorus::bootstrap

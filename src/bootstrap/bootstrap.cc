@@ -1,0 +1,161 @@
+// Bootstrap: the store connection of one rank, plus all_gather and barrier
+// built from store operations. Keys are namespaced by the job id, so jobs
+// sharing a store (or a stale store) never read each other's values.
+#include "bootstrap/port_file.hpp"
+#include "bootstrap/socket.hpp"
+#include "bootstrap/store.hpp"
+#include "common/log.hpp"
+
+namespace chorus::bootstrap {
+
+namespace {
+
+constexpr uint32_t kLengthBytes = 4;
+
+// Rank 0 publishes the port file only when nobody was told an address.
+bool publishes_port_file(const JobInfo& job) {
+  return job.rank0_serves && job.rank == 0 && job.store_host.empty() && job.size > 1;
+}
+
+// A wildcard bind address is not something to connect to.
+std::string connectable_host(const std::string& bind_host) {
+  if (bind_host == "0.0.0.0") return "127.0.0.1";
+  if (bind_host == "::") return "::1";
+  return bind_host;
+}
+
+void validate(const JobInfo& job) {
+  if (job.size < 1 || job.rank < 0 || job.rank >= job.size) {
+    fail(Status::invalid_argument, "invalid job: rank ", job.rank, " of size ", job.size);
+  }
+  if (!job.rank0_serves && job.store_host.empty()) {
+    fail(Status::config, "rank ", job.rank, " has no store address and the launcher (", job.launcher,
+         ") does not have rank 0 serve one");
+  }
+}
+
+// Rank 0 packs every blob into one value: u32 length + bytes per rank.
+Bytes pack(const std::vector<Bytes>& blobs) {
+  Bytes packed;
+  for (const auto& blob : blobs) {
+    auto length = static_cast<uint32_t>(blob.size());
+    for (int shift = 24; shift >= 0; shift -= 8) packed.push_back(static_cast<uint8_t>(length >> shift));
+    packed.insert(packed.end(), blob.begin(), blob.end());
+  }
+  return packed;
+}
+
+std::vector<Bytes> unpack(const Bytes& packed, int size, const std::string& key) {
+  std::vector<Bytes> blobs;
+  size_t offset = 0;
+  for (int r = 0; r < size; ++r) {
+    if (packed.size() - offset < kLengthBytes) fail(Status::bootstrap, "packed all_gather value ", key, " is truncated");
+    uint32_t length = 0;
+    for (uint32_t i = 0; i < kLengthBytes; ++i) length = (length << 8) | packed[offset++];
+    if (packed.size() - offset < length) fail(Status::bootstrap, "packed all_gather value ", key, " is truncated");
+    blobs.emplace_back(packed.begin() + static_cast<std::ptrdiff_t>(offset),
+                       packed.begin() + static_cast<std::ptrdiff_t>(offset + length));
+    offset += length;
+  }
+  if (offset != packed.size()) fail(Status::bootstrap, "packed all_gather value ", key, " has trailing bytes");
+  return blobs;
+}
+
+// Rethrows a timeout with what the collective was waiting for.
+template <class Body>
+auto with_context(const std::string& context, int peer, Body&& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    if (e.status() != Status::timeout) throw;
+    throw Error(Status::timeout, concat(context, ": ", e.what()), peer);
+  }
+}
+
+// Values up to this size are packed by rank 0 into one key for the others
+// (3N store operations in all instead of N*N); larger gathers read every key.
+constexpr size_t kMaxPacked = 512 * 1024;
+
+}  // namespace
+
+Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout) : job_(job) {
+  validate(job_);
+  std::string host = job_.store_host;
+  uint16_t port = job_.store_port;
+  if (job_.rank0_serves && job_.rank == 0) {
+    std::string bind_host = job_.store_host.empty() ? "127.0.0.1" : job_.store_host;
+    try {
+      server_ = std::make_unique<StoreServer>(bind_host, job_.store_port, job_.secret);
+    } catch (const Error& e) {
+      throw Error(e.status(), concat("rank 0 cannot serve the bootstrap store (", job_.launcher, " job ", job_.job_id,
+                                     "): ", e.what(),
+                                     job_.store_port != 0 ? "; if the port is taken (torchrun's own store uses "
+                                                            "MASTER_PORT), set CHORUS_STORE_ADDR to a free host:port"
+                                                          : ""));
+    }
+    host = connectable_host(bind_host);
+    port = server_->port();
+    if (publishes_port_file(job_)) port_file::publish(port_file::path_for(job_.job_id), port);
+  } else if (host.empty()) {
+    host = "127.0.0.1";  // the port file is only for ranks on rank 0's host
+    port = port_file::wait_for(port_file::path_for(job_.job_id), timeout);
+  }
+  client_ = std::make_unique<StoreClient>(host, port, job_.secret, timeout);
+  log::debug("rank ", job_.rank, " connected to the bootstrap store at ", net::format_address(host, port),
+             server_ ? " (served by this process)" : "");
+}
+
+Bootstrap::~Bootstrap() {
+  client_.reset();
+  if (publishes_port_file(job_)) port_file::remove(port_file::path_for(job_.job_id));
+}
+
+StoreClient& Bootstrap::store() { return *client_; }
+
+std::vector<Bytes> Bootstrap::all_gather(const std::string& prefix, const Bytes& blob) {
+  const std::string base = concat(job_.job_id, "/", prefix);
+  // Every rank counts its own calls with this prefix, so a repeated gather
+  // uses fresh keys instead of returning the previous round's values.
+  const int64_t round = client_->add(concat(base, "/round/", job_.rank), 1) - 1;
+  const std::string keys = round == 0 ? base : concat(base, "#", round);
+  auto key_of = [&](int r) { return concat(keys, "/", r); };
+  const std::string packed_key = keys + "/all";
+
+  client_->set(key_of(job_.rank), blob);
+  std::vector<Bytes> blobs;
+  if (job_.rank == 0) {
+    size_t total = 0;
+    for (int r = 0; r < job_.size; ++r) {
+      blobs.push_back(with_context(concat("all_gather \"", prefix, "\": rank ", r, "'s value never arrived"), r,
+                                   [&] { return client_->get(key_of(r)); }));
+      total += kLengthBytes + blobs.back().size();
+    }
+    // An empty packed value tells the others to read every key themselves.
+    client_->set(packed_key, total <= kMaxPacked ? pack(blobs) : Bytes{});
+    return blobs;
+  }
+  Bytes packed = with_context(concat("all_gather \"", prefix, "\": rank 0 never published the gathered values"), 0,
+                              [&] { return client_->get(packed_key); });
+  if (!packed.empty()) return unpack(packed, job_.size, packed_key);
+  for (int r = 0; r < job_.size; ++r) blobs.push_back(client_->get(key_of(r)));
+  return blobs;
+}
+
+void Bootstrap::barrier(const std::string& name) {
+  // Arrival n belongs to round (n-1)/size; the last arriver of a round opens it.
+  const std::string base = concat(job_.job_id, "/barrier/", name);
+  const int64_t arrival = client_->add(base + "/arrived", 1);
+  const int64_t round = (arrival - 1) / job_.size;
+  const std::string open_key = concat(base, "/open/", round);
+  if (arrival % job_.size == 0) client_->set(open_key, Bytes{1});
+  try {
+    client_->get(open_key);
+  } catch (const Error& e) {
+    if (e.status() != Status::timeout) throw;
+    int64_t arrived = client_->add(base + "/arrived", 0) - round * job_.size;
+    throw Error(Status::timeout, concat("barrier \"", name, "\": only ", arrived, " of ", job_.size,
+                                        " ranks arrived: ", e.what()));
+  }
+}
+
+}  // namespace chorus::bootstrap

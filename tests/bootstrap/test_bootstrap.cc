@@ -1,0 +1,269 @@
+// Bootstrap: all_gather and barrier across ranks that are threads or real
+// forked processes, the rank-0 port file, and timeouts that name the rank.
+#include "bootstrap/port_file.hpp"
+#include "bootstrap/store.hpp"
+#include "tests/bootstrap/helpers.hpp"
+
+#include <fcntl.h>
+#include <functional>
+#include <latch>
+#include <mutex>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+
+using namespace chorus;
+using namespace chorus::bootstrap;
+using namespace chorus::bootstrap::testing;
+
+namespace {
+
+constexpr auto kTimeout = milliseconds(10000);
+
+std::string unique_job_id(const std::string& what) {
+  static int counter = 0;
+  return concat("test-", what, "-", ::getpid(), "-", ++counter);
+}
+
+JobInfo job_for(int rank, int size, const std::string& job_id) {
+  JobInfo job;
+  job.rank = rank;
+  job.size = size;
+  job.local_rank = rank;
+  job.local_size = size;
+  job.launcher = "mpirun";
+  job.rank0_serves = true;
+  job.job_id = job_id;
+  job.secret = "secret-" + job_id;
+  return job;
+}
+
+Bytes blob_of(int rank, int round) { return bytes_of(concat("rank-", rank, "-round-", round, std::string(rank, '#'))); }
+
+// What every rank does: gathers twice under one prefix (fresh values each
+// time), and passes the same barrier twice.
+void exercise(Bootstrap& boot, int rank, int size) {
+  for (int round = 0; round < 2; ++round) {
+    auto blobs = boot.all_gather("addresses", blob_of(rank, round));
+    if (static_cast<int>(blobs.size()) != size) throw Error(Status::internal, concat("got ", blobs.size(), " blobs"));
+    for (int r = 0; r < size; ++r) {
+      if (blobs[static_cast<size_t>(r)] != blob_of(r, round)) {
+        throw Error(Status::internal, concat("rank ", rank, " round ", round, ": wrong blob from rank ", r, ": ",
+                                             text_of(blobs[static_cast<size_t>(r)])));
+      }
+    }
+    boot.barrier("setup");
+  }
+  // After the barrier every rank's increment is visible.
+  boot.store().add("after-barrier", 1);
+  boot.barrier("counted");
+  int64_t total = boot.store().add("after-barrier", 0);
+  if (total != size) throw Error(Status::internal, concat("rank ", rank, " saw ", total, " of ", size, " increments"));
+}
+
+// Runs `body(rank)` on `size` threads and rethrows the first failure.
+void run_threads(int size, const std::function<void(int)>& body) {
+  std::mutex mutex;
+  std::exception_ptr failure;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!failure) failure = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+// Forks `size` children, each running `child(rank)` with exit status 0 on
+// success; kills them all if they are not done within `limit`.
+void run_processes(int size, const std::function<void(int)>& child, milliseconds limit = milliseconds(20000)) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < size; ++r) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0) << "fork failed";
+    if (pid == 0) {
+      int status = 0;
+      try {
+        child(r);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d failed: %s\n", r, e.what());
+        status = 1;
+      }
+      std::fflush(stderr);
+      ::_exit(status);
+    }
+    pids.push_back(pid);
+  }
+  const auto deadline = Clock::now() + limit;
+  for (size_t i = 0; i < pids.size(); ++i) {
+    int status = 0;
+    pid_t done = 0;
+    while ((done = ::waitpid(pids[i], &status, WNOHANG)) == 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    if (done == 0) {
+      for (pid_t pid : pids) ::kill(pid, SIGKILL);
+      for (pid_t pid : pids) ::waitpid(pid, nullptr, 0);
+      FAIL() << "rank " << i << " did not finish within " << limit.count() << " ms";
+    }
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << i << " failed (status " << status << ")";
+  }
+}
+
+}  // namespace
+
+TEST(Bootstrap, ThreadsFindRankZeroThroughThePortFile) {
+  constexpr int kSize = 5;
+  const std::string id = unique_job_id("threads");
+  std::latch done(kSize);
+  run_threads(kSize, [&](int rank) {
+    Bootstrap boot(job_for(rank, kSize, id), kTimeout);
+    exercise(boot, rank, kSize);
+    // Rank 0 serves the store: it leaves last.
+    done.count_down();
+    done.wait();
+  });
+  EXPECT_NE(::access(port_file::path_for(id).c_str(), F_OK), 0) << "rank 0 left its port file behind";
+}
+
+TEST(Bootstrap, SingleRankJobServesItself) {
+  ScopedJobEnv env;
+  JobInfo job = detect_job();
+  Bootstrap boot(job, kTimeout);
+  auto blobs = boot.all_gather("solo", bytes_of("me"));
+  ASSERT_EQ(blobs.size(), 1u);
+  EXPECT_EQ(text_of(blobs[0]), "me");
+  boot.barrier("solo");
+  boot.barrier("solo");
+}
+
+TEST(Bootstrap, ForkedMpirunStyleProcesses) {
+  constexpr int kSize = 4;
+  const std::string jobid = unique_job_id("ompi");
+  run_processes(kSize, [&](int rank) {
+    ScopedJobEnv env({{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
+                      {"OMPI_COMM_WORLD_SIZE", std::to_string(kSize)},
+                      {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank)},
+                      {"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(kSize)},
+                      {"OMPI_MCA_ess_base_jobid", jobid}});
+    JobInfo job = detect_job();
+    Bootstrap boot(job, kTimeout);
+    exercise(boot, rank, kSize);
+    boot.barrier("leave");
+    if (rank != 0) {
+      boot.store().set(concat("left/", rank), {});
+    } else {
+      std::vector<std::string> keys;
+      for (int r = 1; r < kSize; ++r) keys.push_back(concat("left/", r));
+      boot.store().wait(keys);
+    }
+  });
+}
+
+TEST(Bootstrap, ForkedTorchrunStyleProcessesUseMasterAddrAndPort) {
+  constexpr int kSize = 3;
+  const uint16_t port = unused_port();
+  const std::string run_id = unique_job_id("torch");  // before fork: every rank must share it
+  run_processes(kSize, [&](int rank) {
+    ScopedJobEnv env({{"RANK", std::to_string(rank)},
+                      {"WORLD_SIZE", std::to_string(kSize)},
+                      {"LOCAL_RANK", std::to_string(rank)},
+                      {"LOCAL_WORLD_SIZE", std::to_string(kSize)},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", std::to_string(port)},
+                      {"TORCHELASTIC_RUN_ID", run_id}});
+    JobInfo job = detect_job();
+    if (job.store_port != port) throw Error(Status::internal, "MASTER_PORT was not used");
+    Bootstrap boot(job, kTimeout);
+    exercise(boot, rank, kSize);
+    boot.barrier("leave");
+    if (rank != 0) {
+      boot.store().set(concat("left/", rank), {});
+    } else {
+      for (int r = 1; r < kSize; ++r) boot.store().get(concat("left/", r));
+    }
+  });
+}
+
+TEST(Bootstrap, AllGatherTimeoutNamesTheMissingRank) {
+  // Rank 0 of a 2-rank job whose rank 1 never comes.
+  Bootstrap boot(job_for(0, 2, unique_job_id("missing")), milliseconds(300));
+  try {
+    boot.all_gather("transport", bytes_of("x"));
+    FAIL() << "all_gather returned without rank 1";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::timeout);
+    EXPECT_EQ(e.peer(), 1);
+    EXPECT_NE(std::string(e.what()).find("rank 1's value never arrived"), std::string::npos) << e.what();
+  }
+  try {
+    boot.barrier("alone");
+    FAIL() << "barrier returned without rank 1";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::timeout);
+    EXPECT_NE(std::string(e.what()).find("only 1 of 2 ranks arrived"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Bootstrap, RankWithoutRankZeroTimesOutNamingThePortFile) {
+  const std::string id = unique_job_id("no-rank0");
+  try {
+    Bootstrap boot(job_for(1, 2, id), milliseconds(200));
+    FAIL() << "rank 1 connected without a rank 0";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::timeout);
+    EXPECT_NE(std::string(e.what()).find(port_file::path_for(id)), std::string::npos) << e.what();
+  }
+}
+
+TEST(PortFile, PublishThenWaitFor) {
+  const std::string path = port_file::path_for(unique_job_id("file"));
+  port_file::publish(path, 4321);
+  EXPECT_EQ(port_file::wait_for(path, milliseconds(100)), 4321);
+  port_file::publish(path, 1234);  // replaced atomically
+  EXPECT_EQ(port_file::wait_for(path, milliseconds(100)), 1234);
+  port_file::remove(path);
+  EXPECT_NE(::access(path.c_str(), F_OK), 0);
+}
+
+TEST(PortFile, JobIdsBecomeSafeFileNames) {
+  std::string path = port_file::path_for("prterun-host-4242@1/../x y");
+  EXPECT_EQ(path.rfind("/tmp/chorus-store-prterun-host-4242_1_.._x_y-", 0), 0u) << path;
+  std::string long_path = port_file::path_for(std::string(300, 'a'));
+  EXPECT_LT(long_path.size(), 200u);
+  EXPECT_NE(long_path, port_file::path_for(std::string(300, 'a') + "b"));
+}
+
+TEST(PortFile, RefusesAFileOthersCanWrite) {
+  const std::string path = port_file::path_for(unique_job_id("perm"));
+  port_file::publish(path, 4321);
+  ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+  try {
+    port_file::wait_for(path, milliseconds(100));
+    FAIL() << "a world-writable port file was trusted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::bootstrap);
+    EXPECT_NE(std::string(e.what()).find("writable only by it"), std::string::npos) << e.what();
+  }
+  port_file::remove(path);
+}
+
+TEST(PortFile, WaitForTimesOutNamingThePath) {
+  const std::string path = port_file::path_for(unique_job_id("absent"));
+  auto start = Clock::now();
+  try {
+    port_file::wait_for(path, milliseconds(150));
+    FAIL() << "found a file that does not exist";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::timeout);
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  EXPECT_GE(elapsed_since(start), milliseconds(150));
+}

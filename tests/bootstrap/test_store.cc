@@ -1,0 +1,229 @@
+// StoreServer and StoreClient over real loopback sockets: the operations,
+// waiting, atomic counters, secrets, and timeouts on the client side.
+#include "bootstrap/store.hpp"
+#include "tests/bootstrap/helpers.hpp"
+
+#include <algorithm>
+#include <future>
+#include <set>
+#include <thread>
+
+using namespace chorus;
+using namespace chorus::bootstrap;
+using namespace chorus::bootstrap::testing;
+
+namespace {
+
+constexpr auto kClientTimeout = milliseconds(5000);
+const std::string kSecret = "test-secret-42";
+
+class Store : public ::testing::Test {
+ protected:
+  StoreServer server{"127.0.0.1", 0, kSecret, milliseconds(2000)};
+
+  std::unique_ptr<StoreClient> client(milliseconds timeout = kClientTimeout) {
+    return std::make_unique<StoreClient>("127.0.0.1", server.port(), kSecret, timeout);
+  }
+};
+
+template <class Body>
+Error error_from(Body&& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no chorus::Error was thrown";
+  return Error(Status::success, "");
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_F(Store, SetGetCheckAndAdd) {
+  auto store = client();
+  EXPECT_FALSE(store->check("k"));
+  store->set("k", bytes_of("v1"));
+  EXPECT_TRUE(store->check("k"));
+  EXPECT_EQ(text_of(store->get("k")), "v1");
+  store->set("k", Bytes{0, 1, 2});  // overwrite, binary
+  EXPECT_EQ(store->get("k"), (Bytes{0, 1, 2}));
+  store->set("empty", Bytes{});
+  EXPECT_TRUE(store->get("empty").empty());
+
+  EXPECT_EQ(store->add("n", 5), 5);
+  EXPECT_EQ(store->add("n", -7), -2);
+  EXPECT_EQ(store->add("n", 0), -2);
+  EXPECT_EQ(text_of(store->get("n")), "-2");  // counters are stored as decimal text
+}
+
+TEST_F(Store, AddToANonCounterFailsButTheConnectionStaysUsable) {
+  auto store = client();
+  store->set("text", bytes_of("hello"));
+  Error e = error_from([&] { store->add("text", 1); });
+  EXPECT_EQ(e.status(), Status::bootstrap);
+  EXPECT_TRUE(contains(e.what(), "not a decimal integer")) << e.what();
+  EXPECT_EQ(store->add("n", 1), 1);
+  EXPECT_EQ(text_of(store->get("text")), "hello");
+}
+
+TEST_F(Store, LargestValueRoundTripsAndTooLargeIsRefusedLocally) {
+  auto store = client();
+  const std::string key = "big";
+  Bytes big(frame::kMaxPayload - 8 - key.size());
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
+  store->set(key, big);
+  EXPECT_EQ(store->get(key), big);
+  big.push_back(0);
+  Error e = error_from([&] { store->set(key, big); });
+  EXPECT_EQ(e.status(), Status::invalid_argument);
+  EXPECT_TRUE(contains(e.what(), "key \"big\"")) << e.what();
+  EXPECT_TRUE(store->check(key));  // nothing was sent: the connection is fine
+}
+
+TEST_F(Store, GetWaitsForASetFromAnotherClient) {
+  auto waiter = client();
+  auto start = Clock::now();
+  auto value = std::async(std::launch::async, [&] { return waiter->get("late"); });
+  std::this_thread::sleep_for(milliseconds(150));
+  EXPECT_EQ(value.wait_for(milliseconds(0)), std::future_status::timeout) << "get returned before the set";
+  client()->set("late", bytes_of("here"));
+  EXPECT_EQ(text_of(value.get()), "here");
+  EXPECT_GE(elapsed_since(start), milliseconds(150));
+}
+
+TEST_F(Store, WaitReturnsOnceEveryKeyExists) {
+  auto waiter = client();
+  auto setter = client();
+  auto done = std::async(std::launch::async, [&] { waiter->wait({"a", "b", "c"}); });
+  setter->set("b", {});
+  setter->set("a", {});
+  EXPECT_EQ(done.wait_for(milliseconds(100)), std::future_status::timeout);
+  setter->add("c", 3);  // ADD creates the key and wakes its waiters too
+  done.get();
+  EXPECT_TRUE(waiter->check("c"));
+}
+
+TEST_F(Store, SetFromTheServingProcessWakesWaiters) {
+  auto waiter = client();
+  auto value = std::async(std::launch::async, [&] { return waiter->get("from-server"); });
+  std::this_thread::sleep_for(milliseconds(50));
+  server.set("from-server", bytes_of("published"));
+  EXPECT_EQ(text_of(value.get()), "published");
+  EXPECT_THROW(server.set(std::string(frame::kMaxKey + 1, 'k'), {}), Error);
+}
+
+TEST_F(Store, ConcurrentAddsFromManyThreadsAreAtomic) {
+  constexpr int kThreads = 8;
+  constexpr int kAddsEach = 200;
+  std::vector<std::vector<int64_t>> seen(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto store = client();
+      for (int i = 0; i < kAddsEach; ++i) seen[t].push_back(store->add("total", 1));
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  std::set<int64_t> all;
+  for (const auto& values : seen) all.insert(values.begin(), values.end());
+  // Every intermediate total was handed out exactly once.
+  EXPECT_EQ(all.size(), static_cast<size_t>(kThreads * kAddsEach));
+  EXPECT_EQ(*all.begin(), 1);
+  EXPECT_EQ(*all.rbegin(), kThreads * kAddsEach);
+  EXPECT_EQ(client()->add("total", 0), kThreads * kAddsEach);
+}
+
+TEST_F(Store, WrongSecretIsRefusedWhileAGoodClientKeepsWorking) {
+  auto good = client();
+  good->set("before", bytes_of("1"));
+  Error e = error_from([&] { StoreClient("127.0.0.1", server.port(), "not-the-secret", kClientTimeout); });
+  EXPECT_EQ(e.status(), Status::bootstrap);
+  EXPECT_TRUE(contains(e.what(), "wrong job secret")) << e.what();
+  EXPECT_TRUE(contains(e.what(), concat("127.0.0.1:", server.port()))) << e.what();
+  // A secret that is a prefix of the real one is just as wrong.
+  Error prefix = error_from([&] { StoreClient("127.0.0.1", server.port(), kSecret.substr(0, 4), kClientTimeout); });
+  EXPECT_TRUE(contains(prefix.what(), "wrong job secret")) << prefix.what();
+
+  EXPECT_EQ(text_of(good->get("before")), "1");
+  good->set("after", bytes_of("2"));
+  EXPECT_EQ(text_of(good->get("after")), "2");
+  ServerStats stats = server.stats();
+  EXPECT_EQ(stats.connections_refused, 2u);
+  EXPECT_EQ(stats.connections_accepted, 3u);
+  EXPECT_EQ(stats.frames_rejected, 0u);
+}
+
+TEST_F(Store, GetTimesOutNamingTheKeyAndTheStore) {
+  auto store = client(milliseconds(300));
+  auto start = Clock::now();
+  Error e = error_from([&] { store->get("never-set"); });
+  auto took = elapsed_since(start);
+  EXPECT_EQ(e.status(), Status::timeout);
+  EXPECT_TRUE(contains(e.what(), "key \"never-set\"")) << e.what();
+  EXPECT_TRUE(contains(e.what(), concat("127.0.0.1:", server.port()))) << e.what();
+  EXPECT_GE(took, milliseconds(300));
+  EXPECT_LT(took, milliseconds(3000));
+
+  // The late reply to the abandoned GET is dropped; the client stays in step.
+  client()->set("never-set", bytes_of("late"));
+  store->set("next", bytes_of("ok"));
+  EXPECT_EQ(text_of(store->get("next")), "ok");
+  EXPECT_EQ(text_of(store->get("never-set")), "late");
+}
+
+TEST_F(Store, WaitTimesOutNamingTheMissingKey) {
+  auto store = client(milliseconds(200));
+  store->set("present", {});
+  Error e = error_from([&] { store->wait({"present", "absent"}); });
+  EXPECT_EQ(e.status(), Status::timeout);
+  EXPECT_TRUE(contains(e.what(), "key \"absent\"")) << e.what();
+}
+
+TEST(StoreConnect, TimesOutWhenNoServerListens) {
+  uint16_t port = unused_port();
+  auto start = Clock::now();
+  Error e = error_from([&] { StoreClient("127.0.0.1", port, kSecret, milliseconds(300)); });
+  EXPECT_EQ(e.status(), Status::timeout);
+  EXPECT_TRUE(contains(e.what(), concat("127.0.0.1:", port))) << e.what();
+  EXPECT_TRUE(contains(e.what(), "Connection refused")) << e.what();
+  EXPECT_GE(elapsed_since(start), milliseconds(300));
+  EXPECT_LT(elapsed_since(start), milliseconds(3000));
+}
+
+TEST(StoreConnect, RetriesUntilTheServerStarts) {
+  uint16_t port = unused_port();
+  auto connected = std::async(std::launch::async, [&] {
+    StoreClient store("127.0.0.1", port, kSecret, milliseconds(5000));
+    return store.get("hello");
+  });
+  std::this_thread::sleep_for(milliseconds(200));
+  StoreServer server("127.0.0.1", port, kSecret);
+  server.set("hello", bytes_of("world"));
+  EXPECT_EQ(text_of(connected.get()), "world");
+}
+
+TEST(StoreShutdown, DestroyingTheServerEndsWaitingClientsWithAnError) {
+  auto server = std::make_unique<StoreServer>("127.0.0.1", 0, kSecret);
+  StoreClient store("127.0.0.1", server->port(), kSecret, milliseconds(5000));
+  auto waiting = std::async(std::launch::async, [&] { store.get("never"); });
+  std::this_thread::sleep_for(milliseconds(50));
+  auto start = Clock::now();
+  server.reset();
+  EXPECT_LT(elapsed_since(start), milliseconds(1000)) << "the server thread did not stop promptly";
+  Error e = error_from([&] { waiting.get(); });
+  EXPECT_EQ(e.status(), Status::bootstrap);
+  EXPECT_TRUE(contains(e.what(), "closed the connection")) << e.what();
+  Error after = error_from([&] { store.check("x"); });
+  EXPECT_TRUE(contains(after.what(), "unusable")) << after.what();
+}
+
+TEST(StoreServerSetup, BindFailureNamesTheAddress) {
+  net::Fd holder = net::listen_on("127.0.0.1", 0);  // SO_REUSEADDR does not allow two listeners
+  uint16_t taken = net::local_port(holder.get());
+  Error e = error_from([&] { StoreServer second("127.0.0.1", taken, kSecret); });
+  EXPECT_EQ(e.status(), Status::bootstrap);
+  EXPECT_TRUE(contains(e.what(), concat("127.0.0.1:", taken))) << e.what();
+  EXPECT_TRUE(contains(e.what(), "Address already in use")) << e.what();
+}
