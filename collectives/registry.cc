@@ -1,0 +1,108 @@
+// The algorithm table and the selection rules (DESIGN.md §7).
+#include "collectives/algorithms.hpp"
+
+#include "common/error.hpp"
+
+#include <array>
+#include <cstdio>
+
+namespace chorus::coll {
+
+namespace {
+
+const std::array<Algorithm, 11> kAlgorithms = {{
+    {"ring", Collective::allreduce, allreduce_ring},
+    {"tree", Collective::allreduce, allreduce_tree},
+    {"recursive_doubling", Collective::allreduce, allreduce_recursive_doubling},
+    {"binomial", Collective::broadcast, broadcast_binomial},
+    {"pipelined", Collective::broadcast, broadcast_pipelined},
+    {"dissemination", Collective::barrier, barrier_dissemination},
+    {"binomial", Collective::reduce, reduce_binomial},
+    {"ring", Collective::allgather, allgather_ring},
+    {"bruck", Collective::allgather, allgather_bruck},
+    {"ring", Collective::reduce_scatter, reduce_scatter_ring},
+    {"pairwise", Collective::alltoall, alltoall_pairwise},
+}};
+
+// Crossovers (bytes of the whole payload). Starting points from the alpha-beta
+// model of docs/algorithms.md; docs/performance.md records the measurements
+// that move them.
+constexpr size_t kAllreduceLatencyBound = 16 * 1024;  // below: recursive doubling
+constexpr size_t kAllreduceTreeBound = 256 * 1024;    // below: tree; above: ring
+constexpr size_t kBroadcastPipelineFrom = 64 * 1024;  // from here: pipelined chain
+constexpr size_t kAllgatherRingFrom = 64 * 1024;      // below: Bruck
+
+struct Rule {
+  Collective op;
+  size_t min_bytes;  // inclusive
+  size_t max_bytes;  // exclusive
+  int min_ranks;
+  std::string_view algorithm;
+};
+
+const std::array<Rule, 10> kRules = {{
+    {Collective::allreduce, 0, kAllreduceLatencyBound, 2, "recursive_doubling"},
+    {Collective::allreduce, kAllreduceLatencyBound, kAllreduceTreeBound, 2, "tree"},
+    {Collective::allreduce, kAllreduceTreeBound, SIZE_MAX, 2, "ring"},
+    {Collective::broadcast, 0, kBroadcastPipelineFrom, 2, "binomial"},
+    {Collective::broadcast, kBroadcastPipelineFrom, SIZE_MAX, 2, "pipelined"},
+    {Collective::barrier, 0, SIZE_MAX, 2, "dissemination"},
+    {Collective::reduce, 0, SIZE_MAX, 2, "binomial"},
+    {Collective::allgather, 0, kAllgatherRingFrom, 2, "bruck"},
+    {Collective::allgather, kAllgatherRingFrom, SIZE_MAX, 2, "ring"},
+    {Collective::reduce_scatter, 0, SIZE_MAX, 2, "ring"},
+}};
+
+std::string byte_text(size_t bytes) {
+  if (bytes == SIZE_MAX) return "inf";
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "M";
+  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + "K";
+  return std::to_string(bytes);
+}
+
+}  // namespace
+
+std::vector<const Algorithm*> algorithms(Collective op) {
+  std::vector<const Algorithm*> found;
+  for (const Algorithm& algorithm : kAlgorithms) {
+    if (algorithm.op == op) found.push_back(&algorithm);
+  }
+  return found;
+}
+
+const Algorithm* find(Collective op, std::string_view name) {
+  for (const Algorithm& algorithm : kAlgorithms) {
+    if (algorithm.op == op && algorithm.name == name) return &algorithm;
+  }
+  return nullptr;
+}
+
+const Algorithm& select(Collective op, size_t bytes, int ranks) {
+  for (const Rule& rule : kRules) {
+    if (rule.op == op && bytes >= rule.min_bytes && bytes < rule.max_bytes && ranks >= rule.min_ranks) {
+      if (const Algorithm* algorithm = find(op, rule.algorithm)) return *algorithm;
+    }
+  }
+  // No rule (e.g. alltoall, or one rank): the op's first algorithm.
+  auto candidates = algorithms(op);
+  if (candidates.empty()) fail(Status::internal, "no algorithm for ", to_string(op));
+  return *candidates.front();
+}
+
+std::string describe_selection_table() {
+  std::string text;
+  char line[160];
+  std::snprintf(line, sizeof line, "  %-15s %-16s %-8s %s\n", "collective", "payload bytes", "ranks", "algorithm");
+  text += line;
+  for (const Rule& rule : kRules) {
+    std::string range = "[" + byte_text(rule.min_bytes) + ", " + byte_text(rule.max_bytes) + ")";
+    std::snprintf(line, sizeof line, "  %-15s %-16s >=%-6d %s\n", std::string(to_string(rule.op)).c_str(),
+                  range.c_str(), rule.min_ranks, std::string(rule.algorithm).c_str());
+    text += line;
+  }
+  std::snprintf(line, sizeof line, "  %-15s %-16s >=%-6d %s\n", "alltoall", "[0, inf)", 2, "pairwise");
+  text += line;
+  return text;
+}
+
+}  // namespace chorus::coll

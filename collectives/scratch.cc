@@ -1,0 +1,28 @@
+#include "collectives/collectives.hpp"
+
+#include "common/error.hpp"
+
+#include <cstdlib>
+
+namespace chorus::coll {
+
+void* Scratch::get(int slot, size_t bytes) {
+  if (slot < 0 || slot >= 4) fail(Status::internal, "scratch slot ", slot, " outside 0..3");
+  Buffer& buffer = buffers_[slot];
+  if (buffer.bytes >= bytes && buffer.data != nullptr) return buffer.data;
+  // Grow to the next power of two so a sweep of sizes reallocates rarely.
+  size_t capacity = 4096;
+  while (capacity < bytes) capacity *= 2;
+  void* data = nullptr;
+  int error = posix_memalign(&data, 64, capacity);
+  if (error != 0) fail(Status::internal, "cannot allocate ", capacity, " bytes of collective scratch: ", errno_string(error));
+  std::free(buffer.data);
+  buffer = Buffer{data, capacity};
+  return data;
+}
+
+Scratch::~Scratch() {
+  for (Buffer& buffer : buffers_) std::free(buffer.data);
+}
+
+}  // namespace chorus::coll

@@ -1,0 +1,20 @@
+// Every algorithm's entry point; registry.cc puts them in the table.
+#pragma once
+
+#include "collectives/collectives.hpp"
+
+namespace chorus::coll {
+
+void allreduce_ring(Context& ctx, const Args& args);
+void allreduce_tree(Context& ctx, const Args& args);
+void allreduce_recursive_doubling(Context& ctx, const Args& args);
+void broadcast_binomial(Context& ctx, const Args& args);
+void broadcast_pipelined(Context& ctx, const Args& args);
+void barrier_dissemination(Context& ctx, const Args& args);
+void reduce_binomial(Context& ctx, const Args& args);
+void allgather_ring(Context& ctx, const Args& args);
+void allgather_bruck(Context& ctx, const Args& args);
+void reduce_scatter_ring(Context& ctx, const Args& args);
+void alltoall_pairwise(Context& ctx, const Args& args);
+
+}  // namespace chorus::coll

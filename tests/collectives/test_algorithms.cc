@@ -1,0 +1,226 @@
+// Every algorithm of every collective over the in-process transport: rank
+// counts that are not powers of two, counts that do not divide evenly (and
+// smaller than the rank count), eager and rendezvous sizes, in-place and
+// out-of-place, every root; every element checked. Inputs are small integers
+// so float sums are exact in any order.
+#include "collectives/collectives.hpp"
+#include "tests/harness.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+using namespace chorus;
+using chorus::testing::run_ranks;
+
+namespace {
+
+double input(int rank, size_t index, ReduceOp op) {
+  if (op == ReduceOp::prod) return (static_cast<size_t>(rank) + index) % 5 == 0 ? 2.0 : 1.0;
+  return static_cast<double>((static_cast<size_t>(rank) + index) % 8 + 1);
+}
+
+double reduced(int ranks, size_t index, ReduceOp op) {
+  double value = input(0, index, op);
+  for (int r = 1; r < ranks; ++r) {
+    double v = input(r, index, op);
+    value = op == ReduceOp::sum ? value + v : op == ReduceOp::prod ? value * v : op == ReduceOp::min ? std::min(value, v) : std::max(value, v);
+  }
+  return value;
+}
+
+// Typed element access for the dtypes these tests use.
+struct Typed {
+  DataType dtype;
+  void set(void* buffer, size_t i, double v) const {
+    switch (dtype) {
+      case DataType::float32: static_cast<float*>(buffer)[i] = static_cast<float>(v); break;
+      case DataType::float64: static_cast<double*>(buffer)[i] = v; break;
+      case DataType::int32: static_cast<int32_t*>(buffer)[i] = static_cast<int32_t>(v); break;
+      case DataType::uint8: static_cast<uint8_t*>(buffer)[i] = static_cast<uint8_t>(v); break;
+      default: FAIL() << "dtype not used here";
+    }
+  }
+  double get(const void* buffer, size_t i) const {
+    switch (dtype) {
+      case DataType::float32: return static_cast<const float*>(buffer)[i];
+      case DataType::float64: return static_cast<const double*>(buffer)[i];
+      case DataType::int32: return static_cast<const int32_t*>(buffer)[i];
+      case DataType::uint8: return static_cast<const uint8_t*>(buffer)[i];
+      default: return NAN;
+    }
+  }
+};
+
+struct Case {
+  Collective op;
+  std::string algorithm;
+  int ranks;
+  size_t count;
+  bool in_place;
+  DataType dtype = DataType::float32;
+  ReduceOp redop = ReduceOp::sum;
+};
+
+std::string name_of(const Case& c) {
+  return std::string(to_string(c.op)) + "/" + c.algorithm + " n=" + std::to_string(c.ranks) + " count=" +
+         std::to_string(c.count) + (c.in_place ? " in-place " : " ") + std::string(to_string(c.dtype)) + " " +
+         std::string(to_string(c.redop));
+}
+
+// Runs one case on every rank (and, for rooted ops, every root) and checks all elements.
+void run_case(const Case& c) {
+  SCOPED_TRACE(name_of(c));
+  const coll::Algorithm* algorithm = coll::find(c.op, c.algorithm);
+  ASSERT_NE(algorithm, nullptr);
+  const bool rooted = c.op == Collective::broadcast || c.op == Collective::reduce;
+  const int roots = rooted ? (c.count > 5000 ? 2 : c.ranks) : 1;
+  const Typed t{c.dtype};
+  const size_t es = datatype_size(c.dtype);
+  const size_t n = static_cast<size_t>(c.ranks);
+  run_ranks(c.ranks, [&](p2p::Engine& engine, int rank) {
+    std::vector<int> engine_ranks(n);
+    for (size_t i = 0; i < n; ++i) engine_ranks[i] = static_cast<int>(i);
+    coll::Scratch scratch;
+    coll::Tuning tuning;
+    tuning.pipeline_chunk_bytes = 4096;  // many chunks: exercises pipelining
+    for (int root_index = 0; root_index < roots; ++root_index) {
+      const int root = root_index == 1 && roots == 2 ? c.ranks - 1 : root_index;
+      const bool blocks = c.op == Collective::allgather || c.op == Collective::reduce_scatter || c.op == Collective::alltoall;
+      const size_t send_elems = (c.op == Collective::allgather) ? c.count : blocks ? c.count * n : c.count;
+      const size_t recv_elems = (c.op == Collective::reduce_scatter) ? c.count : blocks ? c.count * n : c.count;
+      std::vector<uint64_t> send_store(send_elems * es / 8 + 2), recv_store(std::max(send_elems, recv_elems) * es / 8 + 2);
+      void* send = send_store.data();
+      void* recv = recv_store.data();
+      for (size_t i = 0; i < recv_elems; ++i) t.set(recv, i, 99);
+      if (c.in_place) {
+        // The send data lives inside the receive buffer, per the API's conventions.
+        if (c.op == Collective::allgather) {
+          send = static_cast<uint8_t*>(recv) + static_cast<size_t>(rank) * c.count * es;
+        } else {
+          send = recv;
+        }
+      }
+      for (size_t i = 0; i < send_elems; ++i) {
+        bool is_input = c.op != Collective::broadcast || rank == root;
+        t.set(send, i, is_input ? input(rank, i, c.redop) : 99);
+      }
+      std::vector<uint8_t> send_before(static_cast<uint8_t*>(send), static_cast<uint8_t*>(send) + send_elems * es);
+      void* result = recv;
+      if (c.in_place && c.op == Collective::reduce_scatter) result = static_cast<uint8_t*>(recv) + static_cast<size_t>(rank) * c.count * es;
+      if (c.op == Collective::broadcast) result = send;
+      coll::Context ctx(engine, engine_ranks, rank, static_cast<uint64_t>(root_index + 1) << 16, scratch, tuning);
+      coll::Args args{send, result, c.count, c.dtype, c.redop, root};
+      algorithm->run(ctx, args);
+      // Check every element this rank must hold.
+      size_t wrong = 0;
+      for (size_t i = 0; i < recv_elems; ++i) {
+        double expected = NAN;
+        switch (c.op) {
+          case Collective::allreduce: expected = reduced(c.ranks, i, c.redop); break;
+          case Collective::reduce: expected = rank == root ? reduced(c.ranks, i, c.redop) : NAN; break;
+          case Collective::broadcast: expected = input(root, i, c.redop); break;
+          case Collective::allgather: expected = input(static_cast<int>(i / c.count), i % c.count, c.redop); break;
+          case Collective::reduce_scatter: expected = reduced(c.ranks, static_cast<size_t>(rank) * c.count + i, c.redop); break;
+          case Collective::alltoall:
+            expected = input(static_cast<int>(i / c.count), static_cast<size_t>(rank) * c.count + i % c.count, c.redop);
+            break;
+          case Collective::barrier: break;
+        }
+        if (std::isnan(expected)) continue;
+        double got = t.get(result, i);
+        if (got != expected && ++wrong <= 3) {
+          ADD_FAILURE() << "rank " << rank << " root " << root << " element " << i << ": got " << got << ", expected " << expected;
+        }
+      }
+      EXPECT_EQ(wrong, 0u) << "rank " << rank;
+      if (!c.in_place && c.op != Collective::broadcast) {
+        EXPECT_EQ(0, std::memcmp(send_before.data(), send, send_before.size())) << "send buffer modified on rank " << rank;
+      }
+    }
+  });
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  const Collective data_ops[] = {Collective::allreduce, Collective::broadcast, Collective::reduce,
+                                 Collective::allgather, Collective::reduce_scatter, Collective::alltoall};
+  for (Collective op : data_ops) {
+    for (const coll::Algorithm* algorithm : coll::algorithms(op)) {
+      for (int ranks : {2, 3, 4, 5, 7, 8, 13, 16}) {
+        std::vector<size_t> counts = {1, 2, 3, static_cast<size_t>(ranks - 1), static_cast<size_t>(ranks + 1), 1000};
+        bool per_rank = op == Collective::allgather || op == Collective::reduce_scatter || op == Collective::alltoall;
+        // Above the 16 KiB eager limit: rendezvous reads. Per-rank ops scale with n.
+        if (ranks <= 8) counts.push_back(per_rank ? 9000 : 70000);
+        for (size_t count : counts) {
+          if (count == 0) continue;
+          for (bool in_place : {false, true}) {
+            if (op == Collective::broadcast && in_place) continue;  // one buffer anyway
+            cases.push_back({op, std::string(algorithm->name), ranks, count, in_place});
+          }
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+}  // namespace
+
+class Algorithms : public ::testing::TestWithParam<Case> {};
+TEST_P(Algorithms, EveryElementCorrect) { run_case(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(AllCollectives, Algorithms, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           std::string name = name_of(info.param);
+                           for (char& ch : name) if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return name + "_" + std::to_string(info.index);
+                         });
+
+// Every dtype family and op through each reducing collective, 5 ranks.
+class ReductionOps : public ::testing::TestWithParam<std::tuple<Collective, DataType, ReduceOp>> {};
+TEST_P(ReductionOps, EveryElementCorrect) {
+  auto [op, dtype, redop] = GetParam();
+  for (const coll::Algorithm* algorithm : coll::algorithms(op)) {
+    run_case({op, std::string(algorithm->name), 5, 37, false, dtype, redop});
+    run_case({op, std::string(algorithm->name), 5, 37, true, dtype, redop});
+  }
+}
+INSTANTIATE_TEST_SUITE_P(
+    DtypesAndOps, ReductionOps,
+    ::testing::Combine(::testing::Values(Collective::allreduce, Collective::reduce, Collective::reduce_scatter),
+                       ::testing::Values(DataType::float32, DataType::float64, DataType::int32, DataType::uint8),
+                       ::testing::Values(ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max)));
+
+TEST(Barrier, EveryRankCountCompletes) {
+  for (int ranks : {2, 3, 5, 8, 13}) {
+    run_ranks(ranks, [&](p2p::Engine& engine, int rank) {
+      std::vector<int> engine_ranks(static_cast<size_t>(ranks));
+      for (int i = 0; i < ranks; ++i) engine_ranks[static_cast<size_t>(i)] = i;
+      coll::Scratch scratch;
+      coll::Tuning tuning;
+      for (uint64_t call = 1; call <= 3; ++call) {
+        coll::Context ctx(engine, engine_ranks, rank, call << 16, scratch, tuning);
+        coll::find(Collective::barrier, "dissemination")->run(ctx, {});
+      }
+    });
+  }
+}
+
+TEST(Selection, TableCoversEveryCollective) {
+  for (int i = 0; i < kNumCollectives; ++i) {
+    auto op = static_cast<Collective>(i);
+    EXPECT_FALSE(coll::algorithms(op).empty()) << to_string(op);
+    for (size_t bytes : {size_t{0}, size_t{8}, size_t{1} << 14, size_t{1} << 20, size_t{1} << 30}) {
+      for (int ranks : {2, 3, 64}) EXPECT_EQ(coll::select(op, bytes, ranks).op, op);
+    }
+  }
+  EXPECT_EQ(coll::select(Collective::allreduce, 8, 4).name, "recursive_doubling");
+  EXPECT_EQ(coll::select(Collective::allreduce, 64 * 1024, 4).name, "tree");
+  EXPECT_EQ(coll::select(Collective::allreduce, 4 << 20, 4).name, "ring");
+  EXPECT_EQ(coll::select(Collective::broadcast, 8, 4).name, "binomial");
+  EXPECT_EQ(coll::select(Collective::broadcast, 4 << 20, 4).name, "pipelined");
+  EXPECT_EQ(coll::find(Collective::allreduce, "nonsense"), nullptr);
+  EXPECT_EQ(coll::find(Collective::broadcast, "ring"), nullptr);  // names are per collective
+  EXPECT_NE(coll::describe_selection_table().find("recursive_doubling"), std::string::npos);
+}
