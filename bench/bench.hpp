@@ -1,0 +1,86 @@
+// chorus-bench: one driver (main.cc) and one small file per collective, as
+// in nccl-tests. Each collective describes its buffer layout, bus bandwidth
+// factor, how to call it and which value every output element must hold.
+//
+// Inputs are small integers so every sum is exact in any order for every
+// dtype (including float16/bfloat16): element j of rank r is ((r + j) % 8) + 1;
+// for prod the inputs are 1 or 2 so products stay exact powers of two.
+#pragma once
+
+#include <chorus/chorus.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+using chorus::Collective;
+using chorus::DataType;
+using chorus::ReduceOp;
+
+// Element access through double; exact for the small integers used here.
+double load(const void* buffer, size_t index, DataType dtype);
+void store(void* buffer, size_t index, DataType dtype, double value);
+// What storing `value` into `dtype` and reading it back gives (integer wrap).
+double as_stored(double value, DataType dtype);
+
+// The input value of element `index` on `rank`.
+double input_value(int rank, size_t index, ReduceOp op);
+// The reduction over ranks 0..ranks-1 of input_value(r, index), as stored in dtype.
+double reduced_value(int ranks, size_t index, ReduceOp op, DataType dtype);
+
+struct CallShape {
+  size_t count = 0;        // the `count` argument of the call
+  size_t send_elems = 0;   // elements in the send buffer
+  size_t recv_elems = 0;   // elements in the receive buffer
+};
+
+struct Call {
+  const void* send;
+  void* recv;
+  size_t count;
+  DataType dtype;
+  ReduceOp op;
+  int root;
+};
+
+struct CollectiveBench {
+  Collective op;
+  bool reduces;  // takes a ReduceOp
+  bool rooted;   // takes a root
+  // nccl-tests' bus bandwidth factor for n ranks.
+  double (*bus_factor)(int ranks);
+  // Shape of one call moving `bytes` (the table's size column).
+  CallShape (*shape)(size_t bytes, size_t element_size, int ranks);
+  // In-place runs use one buffer of max(send, recv) elements; these give
+  // where the send and receive pointers start in it (elements).
+  size_t (*in_place_send_offset)(const CallShape& shape, int rank);
+  size_t (*in_place_recv_offset)(const CallShape& shape, int rank);
+  void (*run)(chorus::Communicator& comm, const Call& call);
+  // Expected value of receive element `index` on `rank` (NaN: not checked).
+  double (*expected)(const CallShape& shape, size_t index, int rank, int ranks, int root, ReduceOp op,
+                     DataType dtype);
+  // Input value of send element `index` on `rank`.
+  double (*input)(const CallShape& shape, size_t index, int rank, ReduceOp op);
+  // Broadcast has one buffer: it always runs in place.
+  bool always_in_place = false;
+};
+
+const CollectiveBench& allreduce_bench();
+const CollectiveBench& broadcast_bench();
+const CollectiveBench& barrier_bench();
+const CollectiveBench& reduce_bench();
+const CollectiveBench& allgather_bench();
+const CollectiveBench& reduce_scatter_bench();
+const CollectiveBench& alltoall_bench();
+
+// Shapes shared by several collectives.
+CallShape same_count_shape(size_t bytes, size_t element_size, int ranks);
+CallShape per_rank_block_shape(size_t bytes, size_t element_size, int ranks);  // allgather
+size_t no_offset(const CallShape& shape, int rank);
+size_t own_block_offset(const CallShape& shape, int rank);  // rank * count
+double plain_input(const CallShape& shape, size_t index, int rank, ReduceOp op);
+
+}  // namespace bench

@@ -1,0 +1,225 @@
+// chorus-bench driver: sweeps sizes for each requested collective and
+// algorithm, times the calls, optionally verifies every element of every
+// iteration, and prints an nccl-tests style table (rank 0 only).
+#include "bench.hpp"
+#include "options.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kSentinel = 99;  // never a valid result for these inputs
+
+const CollectiveBench& bench_for(Collective op) {
+  switch (op) {
+    case Collective::allreduce: return allreduce_bench();
+    case Collective::broadcast: return broadcast_bench();
+    case Collective::barrier: return barrier_bench();
+    case Collective::reduce: return reduce_bench();
+    case Collective::allgather: return allgather_bench();
+    case Collective::reduce_scatter: return reduce_scatter_bench();
+    case Collective::alltoall: return alltoall_bench();
+  }
+  return allreduce_bench();
+}
+
+struct Buffers {
+  std::vector<uint64_t> send, recv;  // uint64_t storage: 8-byte aligned
+  void* send_ptr = nullptr;
+  void* recv_ptr = nullptr;
+};
+
+class Runner {
+ public:
+  Runner(chorus::Communicator& comm, const Options& options) : comm_(comm), options_(options) {}
+
+  // Returns the number of wrong elements over all rows and ranks.
+  uint64_t sweep(const CollectiveBench& spec, const std::string& algorithm) {
+    comm_.set_algorithm(spec.op, algorithm == "auto" ? "" : algorithm);
+    print_header(spec, algorithm);
+    uint64_t wrong_total = 0;
+    size_t previous_count = SIZE_MAX;
+    for (size_t bytes = options_.min_bytes;; bytes = next_size(bytes)) {
+      CallShape shape = spec.shape(bytes, chorus::datatype_size(options_.dtype), comm_.size());
+      bool first_barrier = spec.op == Collective::barrier;
+      if (first_barrier || shape.count != previous_count) {
+        previous_count = shape.count;
+        wrong_total += row(spec, shape, bytes);
+      }
+      if (first_barrier || bytes >= options_.max_bytes) break;
+    }
+    return wrong_total;
+  }
+
+ private:
+  size_t next_size(size_t bytes) const {
+    size_t next = static_cast<size_t>(std::ceil(static_cast<double>(bytes) * options_.step_factor));
+    if (next <= bytes) next = bytes + 1;  // 0 * factor, or a factor close to 1
+    return std::min(next, options_.max_bytes);
+  }
+
+  void print_header(const CollectiveBench& spec, const std::string& algorithm) {
+    if (comm_.rank() != 0) return;
+    if (options_.csv) {
+      std::printf("op,algorithm,bytes,count,dtype,redop,root,time_us,algbw_GBs,busbw_GBs,wrong\n");
+      return;
+    }
+    std::printf("#\n# %s  ranks %d  transport %s  dtype %s  redop %s  root %d  %s  algorithm %s\n",
+                std::string(chorus::to_string(spec.op)).c_str(), comm_.size(), comm_.transport_name().c_str(),
+                std::string(chorus::to_string(options_.dtype)).c_str(),
+                spec.reduces ? std::string(chorus::to_string(options_.redop)).c_str() : "-", options_.root,
+                options_.in_place ? "in-place" : "out-of-place", algorithm.c_str());
+    std::printf("# %12s %12s %-20s %10s %9s %9s %8s\n", "size(B)", "count", "algorithm", "time(us)", "algbw",
+                "busbw", "#wrong");
+    std::printf("# %12s %12s %-20s %10s %9s %9s %8s\n", "", "(elements)", "", "", "(GB/s)", "(GB/s)", "");
+    std::fflush(stdout);
+  }
+
+  void allocate(const CollectiveBench& spec, const CallShape& shape, Buffers& b) {
+    const size_t elem = chorus::datatype_size(options_.dtype);
+    auto words = [&](size_t elems) { return (elems * elem + 7) / 8 + 1; };
+    if (options_.in_place || spec.always_in_place) {
+      b.recv.assign(words(std::max(shape.send_elems, shape.recv_elems)), 0);
+      auto* base = reinterpret_cast<uint8_t*>(b.recv.data());
+      b.send_ptr = base + spec.in_place_send_offset(shape, comm_.rank()) * elem;
+      b.recv_ptr = base + spec.in_place_recv_offset(shape, comm_.rank()) * elem;
+    } else {
+      b.send.assign(words(shape.send_elems), 0);
+      b.recv.assign(words(shape.recv_elems), 0);
+      b.send_ptr = b.send.data();
+      b.recv_ptr = b.recv.data();
+    }
+  }
+
+  // Sentinel everywhere, then this rank's input in the send region (which
+  // may lie inside the receive buffer when running in place).
+  void fill(const CollectiveBench& spec, const CallShape& shape, const Buffers& b) {
+    if (!options_.check && filled_once_) return;
+    for (size_t i = 0; i < shape.recv_elems; ++i) store(b.recv_ptr, i, options_.dtype, kSentinel);
+    bool send_is_input = !(spec.always_in_place && comm_.rank() != options_.root);
+    void* send = spec.always_in_place ? b.recv_ptr : b.send_ptr;
+    if (send_is_input) {
+      for (size_t i = 0; i < shape.send_elems; ++i) {
+        store(send, i, options_.dtype, spec.input(shape, i, comm_.rank(), options_.redop));
+      }
+    }
+    filled_once_ = true;
+  }
+
+  uint64_t check(const CollectiveBench& spec, const CallShape& shape, const Buffers& b) {
+    uint64_t wrong = 0;
+    for (size_t i = 0; i < shape.recv_elems; ++i) {
+      double expected = spec.expected(shape, i, comm_.rank(), comm_.size(), options_.root, options_.redop,
+                                      options_.dtype);
+      if (std::isnan(expected)) continue;
+      double got = load(b.recv_ptr, i, options_.dtype);
+      if (got != expected) {
+        if (wrong < 3) {
+          std::fprintf(stderr, "chorus-bench: rank %d: %s element %zu of %zu is %g, expected %g\n", comm_.rank(),
+                       std::string(chorus::to_string(spec.op)).c_str(), i, shape.recv_elems, got, expected);
+        }
+        ++wrong;
+      }
+    }
+    return wrong;
+  }
+
+  uint64_t row(const CollectiveBench& spec, const CallShape& shape, size_t bytes) {
+    Buffers b;
+    allocate(spec, shape, b);
+    filled_once_ = false;
+    Call call{b.send_ptr, b.recv_ptr, shape.count, options_.dtype, options_.redop, options_.root};
+    if (spec.always_in_place) call.send = b.recv_ptr;
+    uint64_t wrong = 0;
+    double busy_seconds = 0;
+    for (int iteration = 0; iteration < options_.warmup + options_.iters; ++iteration) {
+      fill(spec, shape, b);
+      auto start = Clock::now();
+      spec.run(comm_, call);
+      double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (iteration >= options_.warmup) busy_seconds += seconds;
+      if (options_.inject_error_for_test && comm_.rank() == comm_.size() - 1 && shape.recv_elems > 0) {
+        store(b.recv_ptr, 0, options_.dtype, kSentinel);  // test-only: prove wrong results are caught
+      }
+      if (options_.check) wrong += check(spec, shape, b);
+    }
+    // Slowest rank's mean time, and everyone's wrong elements.
+    double mean = options_.iters > 0 ? busy_seconds / options_.iters : 0;
+    double slowest = 0;
+    uint64_t wrong_all = 0;
+    comm_.allreduce(&mean, &slowest, 1, chorus::ReduceOp::max);
+    comm_.allreduce(&wrong, &wrong_all, 1, chorus::ReduceOp::sum);
+    if (comm_.rank() == 0) print_row(spec, shape, bytes, slowest, wrong_all);
+    return wrong_all;
+  }
+
+  void print_row(const CollectiveBench& spec, const CallShape& shape, size_t bytes, double seconds, uint64_t wrong) {
+    const size_t shown_bytes = spec.op == Collective::barrier ? 0 : bytes;
+    double algbw = seconds > 0 ? static_cast<double>(shown_bytes) / seconds / 1e9 : 0;
+    double busbw = algbw * spec.bus_factor(comm_.size());
+    std::string algorithm = comm_.selected_algorithm(spec.op, shown_bytes);
+    std::string wrong_text = options_.check ? std::to_string(wrong) : "N/A";
+    if (options_.csv) {
+      std::printf("%s,%s,%zu,%zu,%s,%s,%d,%.2f,%.4f,%.4f,%s\n", std::string(chorus::to_string(spec.op)).c_str(),
+                  algorithm.c_str(), shown_bytes, shape.count, std::string(chorus::to_string(options_.dtype)).c_str(),
+                  spec.reduces ? std::string(chorus::to_string(options_.redop)).c_str() : "-", options_.root,
+                  seconds * 1e6, algbw, busbw, wrong_text.c_str());
+    } else {
+      std::printf("  %12zu %12zu %-20s %10.2f %9.3f %9.3f %8s\n", shown_bytes, shape.count, algorithm.c_str(),
+                  seconds * 1e6, algbw, busbw, wrong_text.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  chorus::Communicator& comm_;
+  const Options& options_;
+  bool filled_once_ = false;
+};
+
+}  // namespace
+}  // namespace bench
+
+int main(int argc, char** argv) {
+  bench::Options options;
+  try {
+    options = bench::parse_options(argc, argv);
+  } catch (const bench::UsageError& e) {
+    std::fprintf(stderr, "chorus-bench: %s\nRun 'chorus-bench --help' for the options.\n", e.what());
+    return 2;
+  }
+  if (options.help) {
+    std::fputs(bench::usage_text(), stdout);
+    return 0;
+  }
+  try {
+    auto comm = chorus::Communicator::init();
+    if (options.root >= comm.size()) {
+      if (comm.rank() == 0) {
+        std::fprintf(stderr, "chorus-bench: --root %d is not a rank of this %d-rank job\n", options.root, comm.size());
+      }
+      return 2;
+    }
+    bench::Runner runner(comm, options);
+    uint64_t wrong = 0;
+    for (chorus::Collective op : options.ops) {
+      const auto& spec = bench::bench_for(op);
+      std::vector<std::string> algorithms = {options.algorithm};
+      if (options.algorithm == "all") algorithms = comm.algorithms(op);
+      for (const auto& algorithm : algorithms) wrong += runner.sweep(spec, algorithm);
+    }
+    comm.finalize();
+    if (comm.rank() == 0 && options.check) {
+      std::printf("# chorus-bench: %s\n", wrong == 0 ? "all results correct" : "WRONG RESULTS");
+    }
+    return wrong == 0 ? 0 : 1;
+  } catch (const chorus::Error& e) {
+    std::fprintf(stderr, "chorus-bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,176 @@
+#include "options.hpp"
+
+#include "common/config.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+namespace bench {
+
+namespace {
+
+template <class T>
+T pick(const std::string& option, const std::string& text, const std::vector<std::pair<std::string, T>>& choices) {
+  std::string names;
+  for (const auto& [name, value] : choices) {
+    if (name == text) return value;
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  throw UsageError(option + " \"" + text + "\": expected one of " + names);
+}
+
+const std::vector<std::pair<std::string, chorus::Collective>>& collective_names() {
+  static const std::vector<std::pair<std::string, chorus::Collective>> names = {
+      {"allreduce", chorus::Collective::allreduce}, {"broadcast", chorus::Collective::broadcast},
+      {"barrier", chorus::Collective::barrier},     {"reduce", chorus::Collective::reduce},
+      {"allgather", chorus::Collective::allgather}, {"reduce_scatter", chorus::Collective::reduce_scatter},
+      {"alltoall", chorus::Collective::alltoall}};
+  return names;
+}
+
+std::vector<chorus::Collective> parse_ops(const std::string& text) {
+  if (text == "all") {
+    std::vector<chorus::Collective> all;
+    for (const auto& entry : collective_names()) all.push_back(entry.second);
+    return all;
+  }
+  std::vector<chorus::Collective> ops;
+  std::stringstream list(text);
+  std::string name;
+  auto names = collective_names();
+  names.emplace_back("all", chorus::Collective::allreduce);  // listed in the message only
+  while (std::getline(list, name, ',')) {
+    if (name == "all") throw UsageError("--op \"all\" cannot be combined with other names");
+    ops.push_back(pick("--op", name, collective_names()));
+  }
+  if (ops.empty()) throw UsageError("--op \"\": expected a collective name or a comma-separated list");
+  return ops;
+}
+
+chorus::DataType parse_dtype(const std::string& text) {
+  std::vector<std::pair<std::string, chorus::DataType>> choices;
+  for (int i = 0; i < chorus::kNumDataTypes; ++i) {
+    auto dtype = static_cast<chorus::DataType>(i);
+    choices.emplace_back(std::string(chorus::to_string(dtype)), dtype);
+  }
+  return pick("--dtype", text, choices);
+}
+
+size_t parse_size(const std::string& option, const std::string& text) {
+  auto value = chorus::config::parse_bytes(text);
+  if (!value || *value > (size_t{1} << 40)) {
+    throw UsageError(option + " \"" + text + "\": expected a byte count like 0, 8, 64K, 4M or 1G (at most 1T)");
+  }
+  return static_cast<size_t>(*value);
+}
+
+int parse_int(const std::string& option, const std::string& text, int min, int max) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    throw UsageError(option + " \"" + text + "\": expected a whole number from " + std::to_string(min) + " to " +
+                     std::to_string(max));
+  }
+  return value;
+}
+
+}  // namespace
+
+const char* usage_text() {
+  return R"(Usage: chorusrun -n N chorus-bench [options]
+
+Times chorus collectives over a range of sizes and prints, per size: bytes,
+elements, the algorithm used, time (mean over iterations, slowest rank),
+algbw = bytes / time and busbw = algbw x the nccl-tests factor (allreduce
+2(n-1)/n; allgather, reduce_scatter, alltoall (n-1)/n; broadcast, reduce 1),
+which is comparable to the link bandwidth. See docs/benchmarking.md.
+
+Options:
+  --op LIST           allreduce, broadcast, barrier, reduce, allgather,
+                      reduce_scatter, alltoall, a comma-separated list, or all
+                      (default allreduce)
+  --algo NAME         an algorithm of the op (chorus_info lists them), auto
+                      (the selection table, default) or all (one table each)
+  --dtype T           int8 uint8 int16 uint16 int32 uint32 int64 uint64 float16
+                      bfloat16 float32 float64 (default float32)
+  --redop OP          sum, prod, min or max for reductions (default sum)
+  --min-bytes B       smallest size (default 8; K/M/G suffixes; 0 allowed)
+  --max-bytes B       largest size (default 64M)
+  --step-factor F     multiply the size by F each row (default 2; > 1)
+  --iters N           timed iterations per size (default 20)
+  --warmup N          untimed iterations first (default 5)
+  --check             verify every element of every iteration (inputs are
+                      reset before each one); exit 1 if anything is wrong
+  --in-place          run in place (send and receive in one buffer)
+  --root R            root of broadcast and reduce (default 0)
+  --csv               comma-separated output
+  -h, --help          this text
+
+Sizes: for allgather, reduce_scatter and alltoall the size is the whole
+gathered/scattered buffer (nccl-tests' convention), so each rank contributes
+size/n bytes.
+)";
+}
+
+Options parse_options(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw UsageError(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--op") {
+      options.ops = parse_ops(value());
+    } else if (arg == "--algo") {
+      options.algorithm = value();
+    } else if (arg == "--dtype") {
+      options.dtype = parse_dtype(value());
+    } else if (arg == "--redop") {
+      options.redop = pick<chorus::ReduceOp>("--redop", value(), {{"sum", chorus::ReduceOp::sum},
+                                                                  {"prod", chorus::ReduceOp::prod},
+                                                                  {"min", chorus::ReduceOp::min},
+                                                                  {"max", chorus::ReduceOp::max}});
+    } else if (arg == "--min-bytes") {
+      options.min_bytes = parse_size(arg, value());
+    } else if (arg == "--max-bytes") {
+      options.max_bytes = parse_size(arg, value());
+    } else if (arg == "--step-factor") {
+      std::string text = value();
+      char* end = nullptr;
+      options.step_factor = std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size() || !(options.step_factor > 1.0) ||
+          !std::isfinite(options.step_factor)) {
+        throw UsageError("--step-factor \"" + text + "\": expected a number greater than 1, e.g. 2");
+      }
+    } else if (arg == "--iters") {
+      options.iters = parse_int(arg, value(), 1, 1000000);
+    } else if (arg == "--warmup") {
+      options.warmup = parse_int(arg, value(), 0, 1000000);
+    } else if (arg == "--check") {
+      options.check = true;
+    } else if (arg == "--in-place") {
+      options.in_place = true;
+    } else if (arg == "--root") {
+      options.root = parse_int(arg, value(), 0, 1 << 20);
+    } else if (arg == "--csv") {
+      options.csv = true;
+    } else if (arg == "--inject-error-for-test") {
+      options.inject_error_for_test = true;
+    } else if (arg == "-h" || arg == "--help") {
+      options.help = true;
+      return options;
+    } else {
+      throw UsageError("unknown option \"" + arg + "\"");
+    }
+  }
+  if (options.min_bytes > options.max_bytes) {
+    throw UsageError("--min-bytes " + std::to_string(options.min_bytes) + " is larger than --max-bytes " +
+                     std::to_string(options.max_bytes));
+  }
+  return options;
+}
+
+}  // namespace bench

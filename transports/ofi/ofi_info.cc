@@ -1,0 +1,77 @@
+// Choosing the libfabric provider: hints for what chorus needs, the provider
+// named by the user (or the automatic choice), and a clear error listing
+// what is available when the request cannot be met.
+#include "transports/ofi/ofi_info.hpp"
+
+#include <rdma/fi_errno.h>
+
+#include <set>
+
+namespace chorus::transport::ofi {
+
+namespace {
+
+constexpr uint32_t kApiVersion = FI_VERSION(1, 9);
+
+// The mr_mode bits chorus knows how to honour.
+constexpr int kSupportedMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+
+InfoPtr base_hints() {
+  InfoPtr hints(fi_allocinfo());
+  if (!hints) fail(Status::internal, "libfabric: fi_allocinfo failed (out of memory)");
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;  // we give every operation its own context storage
+  hints->tx_attr->msg_order = FI_ORDER_SAS;
+  hints->domain_attr->mr_mode = kSupportedMrMode;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  return hints;
+}
+
+// Providers that could serve chorus at all, for error messages.
+std::string available_providers() {
+  InfoPtr hints = base_hints();
+  fi_info* list = nullptr;
+  if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &list) != 0 || list == nullptr) return "none";
+  InfoPtr owner(list);
+  std::set<std::string> names;
+  for (fi_info* info = list; info != nullptr; info = info->next) names.insert(info->fabric_attr->prov_name);
+  std::string text;
+  for (const auto& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
+}  // namespace
+
+std::string auto_provider(bool all_ranks_on_one_host) { return all_ranks_on_one_host ? "shm" : "tcp;ofi_rxm"; }
+
+InfoPtr choose_provider(const std::string& provider, bool all_ranks_on_one_host) {
+  InfoPtr hints = base_hints();
+  hints->fabric_attr->prov_name = strdup(provider.c_str());  // freed by fi_freeinfo
+  if (hints->fabric_attr->prov_name == nullptr) fail(Status::internal, "libfabric: strdup failed");
+  // Socket-based providers bind the first interface unless told otherwise; a
+  // single-host job belongs on loopback.
+  const bool socket_provider = provider.find("tcp") != std::string::npos || provider.find("sockets") != std::string::npos;
+  const char* node = (all_ranks_on_one_host && socket_provider && std::getenv("FI_TCP_IFACE") == nullptr) ? "127.0.0.1" : nullptr;
+  fi_info* list = nullptr;
+  int ret = fi_getinfo(kApiVersion, node, nullptr, node != nullptr ? FI_SOURCE : 0, hints.get(), &list);
+  if (ret == -FI_ENODATA || list == nullptr) {
+    fail(Status::config, "CHORUS_OFI_PROVIDER=\"", provider,
+         "\": libfabric offers no such provider with FI_EP_RDM, FI_MSG and FI_RMA (send-after-send ordering) here; "
+         "available: ", available_providers());
+  }
+  if (ret != 0) fail_call("fi_getinfo for provider " + provider, ret);
+  InfoPtr result(fi_dupinfo(list));
+  fi_freeinfo(list);
+  if (!result) fail(Status::internal, "libfabric: fi_dupinfo failed");
+  if ((result->tx_attr->msg_order & FI_ORDER_SAS) == 0) {
+    fail(Status::unsupported, "libfabric provider ", provider, " does not keep send-after-send order");
+  }
+  if ((result->domain_attr->mr_mode & ~kSupportedMrMode & ~FI_MR_BASIC & ~FI_MR_SCALABLE) != 0) {
+    fail(Status::unsupported, "libfabric provider ", provider, " needs memory registration modes chorus does not handle (mr_mode 0x",
+         std::hex, result->domain_attr->mr_mode, ")");
+  }
+  return result;
+}
+
+}  // namespace chorus::transport::ofi

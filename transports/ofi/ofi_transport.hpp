@@ -1,0 +1,21 @@
+// libfabric transport (DESIGN.md §5): one FI_EP_RDM endpoint per rank with
+// FI_MSG | FI_RMA, an AV table indexed by rank, one CQ. Eager messages travel
+// through registered bounce buffers (or fi_inject), reads are fi_read.
+#pragma once
+
+#include "transports/transport.hpp"
+
+#include <memory>
+#include <string>
+
+namespace chorus::transport {
+
+struct OfiOptions {
+  std::string provider;              // "" = auto: shm on one host, else tcp;ofi_rxm
+  bool all_ranks_on_one_host = true;
+  size_t max_eager_bytes = 16384;    // largest eager payload the engine sends
+};
+
+std::unique_ptr<Transport> make_ofi_transport(int rank, int size, const OfiOptions& options);
+
+}  // namespace chorus::transport
