@@ -3,6 +3,7 @@
 // iteration, and prints an nccl-tests style table (rank 0 only).
 #include "bench.hpp"
 #include "options.hpp"
+#include "verify.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -14,26 +15,6 @@ namespace bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr double kSentinel = 99;  // never a valid result for these inputs
-
-const CollectiveBench& bench_for(Collective op) {
-  switch (op) {
-    case Collective::allreduce: return allreduce_bench();
-    case Collective::broadcast: return broadcast_bench();
-    case Collective::barrier: return barrier_bench();
-    case Collective::reduce: return reduce_bench();
-    case Collective::allgather: return allgather_bench();
-    case Collective::reduce_scatter: return reduce_scatter_bench();
-    case Collective::alltoall: return alltoall_bench();
-  }
-  return allreduce_bench();
-}
-
-struct Buffers {
-  std::vector<uint64_t> send, recv;  // uint64_t storage: 8-byte aligned
-  void* send_ptr = nullptr;
-  void* recv_ptr = nullptr;
-};
 
 class Runner {
  public:
@@ -81,73 +62,21 @@ class Runner {
     std::fflush(stdout);
   }
 
-  void allocate(const CollectiveBench& spec, const CallShape& shape, Buffers& b) {
-    const size_t elem = chorus::datatype_size(options_.dtype);
-    auto words = [&](size_t elems) { return (elems * elem + 7) / 8 + 1; };
-    if (options_.in_place || spec.always_in_place) {
-      b.recv.assign(words(std::max(shape.send_elems, shape.recv_elems)), 0);
-      auto* base = reinterpret_cast<uint8_t*>(b.recv.data());
-      b.send_ptr = base + spec.in_place_send_offset(shape, comm_.rank()) * elem;
-      b.recv_ptr = base + spec.in_place_recv_offset(shape, comm_.rank()) * elem;
-    } else {
-      b.send.assign(words(shape.send_elems), 0);
-      b.recv.assign(words(shape.recv_elems), 0);
-      b.send_ptr = b.send.data();
-      b.recv_ptr = b.recv.data();
-    }
-  }
-
-  // Sentinel everywhere, then this rank's input in the send region (which
-  // may lie inside the receive buffer when running in place).
-  void fill(const CollectiveBench& spec, const CallShape& shape, const Buffers& b) {
-    if (!options_.check && filled_once_) return;
-    for (size_t i = 0; i < shape.recv_elems; ++i) store(b.recv_ptr, i, options_.dtype, kSentinel);
-    bool send_is_input = !(spec.always_in_place && comm_.rank() != options_.root);
-    void* send = spec.always_in_place ? b.recv_ptr : b.send_ptr;
-    if (send_is_input) {
-      for (size_t i = 0; i < shape.send_elems; ++i) {
-        store(send, i, options_.dtype, spec.input(shape, i, comm_.rank(), options_.redop));
-      }
-    }
-    filled_once_ = true;
-  }
-
-  uint64_t check(const CollectiveBench& spec, const CallShape& shape, const Buffers& b) {
-    uint64_t wrong = 0;
-    for (size_t i = 0; i < shape.recv_elems; ++i) {
-      double expected = spec.expected(shape, i, comm_.rank(), comm_.size(), options_.root, options_.redop,
-                                      options_.dtype);
-      if (std::isnan(expected)) continue;
-      double got = load(b.recv_ptr, i, options_.dtype);
-      if (got != expected) {
-        if (wrong < 3) {
-          std::fprintf(stderr, "chorus-bench: rank %d: %s element %zu of %zu is %g, expected %g\n", comm_.rank(),
-                       std::string(chorus::to_string(spec.op)).c_str(), i, shape.recv_elems, got, expected);
-        }
-        ++wrong;
-      }
-    }
-    return wrong;
-  }
-
   uint64_t row(const CollectiveBench& spec, const CallShape& shape, size_t bytes) {
-    Buffers b;
-    allocate(spec, shape, b);
-    filled_once_ = false;
-    Call call{b.send_ptr, b.recv_ptr, shape.count, options_.dtype, options_.redop, options_.root};
-    if (spec.always_in_place) call.send = b.recv_ptr;
+    Setup setup{options_.dtype, options_.redop, options_.root, options_.in_place};
+    Buffers buffers(spec, shape, setup, comm_.rank(), comm_.size());
+    const Call call = buffers.call();
     uint64_t wrong = 0;
     double busy_seconds = 0;
     for (int iteration = 0; iteration < options_.warmup + options_.iters; ++iteration) {
-      fill(spec, shape, b);
+      // Without --check the inputs are set once; results then drift, which timing does not mind.
+      if (options_.check || iteration == 0) buffers.fill();
       auto start = Clock::now();
       spec.run(comm_, call);
       double seconds = std::chrono::duration<double>(Clock::now() - start).count();
       if (iteration >= options_.warmup) busy_seconds += seconds;
-      if (options_.inject_error_for_test && comm_.rank() == comm_.size() - 1 && shape.recv_elems > 0) {
-        store(b.recv_ptr, 0, options_.dtype, kSentinel);  // test-only: prove wrong results are caught
-      }
-      if (options_.check) wrong += check(spec, shape, b);
+      if (options_.inject_error_for_test && comm_.rank() == comm_.size() - 1) buffers.corrupt_one_element();
+      if (options_.check) wrong += buffers.count_wrong(stderr, wrong < 3 ? 3 : 0);
     }
     // Slowest rank's mean time, and everyone's wrong elements.
     double mean = options_.iters > 0 ? busy_seconds / options_.iters : 0;
@@ -179,7 +108,6 @@ class Runner {
 
   chorus::Communicator& comm_;
   const Options& options_;
-  bool filled_once_ = false;
 };
 
 }  // namespace

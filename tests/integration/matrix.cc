@@ -1,0 +1,147 @@
+// chorus-matrix: inside one launch, every collective x algorithm x dtype x
+// op x size (below, at and above the eager limit, and MiB sizes) x in-place /
+// out-of-place x root, each result checked element by element. Prints every
+// failing case and a summary; exits 0 only when nothing failed.
+#include "verify.hpp"
+
+#include <chorus/chorus.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace bench;
+using chorus::Collective;
+using chorus::DataType;
+using chorus::ReduceOp;
+
+constexpr size_t kEagerLimit = 16 * 1024;  // the library's default CHORUS_EAGER_LIMIT
+
+struct Sweep {
+  std::vector<DataType> dtypes;
+  std::vector<size_t> byte_sizes;  // per call, as chorus-bench counts them
+};
+
+std::vector<DataType> all_dtypes() {
+  std::vector<DataType> dtypes;
+  for (int i = 0; i < chorus::kNumDataTypes; ++i) dtypes.push_back(static_cast<DataType>(i));
+  return dtypes;
+}
+
+// Small sizes for every dtype and op; large ones for a few only (time).
+std::vector<Sweep> sweeps(bool quick, const CollectiveBench& spec, int ranks) {
+  // Per-rank-block collectives take the whole buffer: scale so each rank's
+  // block crosses the eager limit too.
+  size_t scale = (spec.op == Collective::allgather || spec.op == Collective::reduce_scatter ||
+                  spec.op == Collective::alltoall) ? static_cast<size_t>(ranks) : 1;
+  std::vector<size_t> small = {0, 8 * scale, 24 * scale, (kEagerLimit - 8) * scale, kEagerLimit * scale,
+                               (kEagerLimit + 8) * scale};
+  if (quick) return {{{DataType::float32, DataType::int8}, small}};
+  return {{all_dtypes(), small},
+          {{DataType::float32, DataType::int32}, {(1u << 20) * scale, (3u << 20) + 12}}};
+}
+
+std::vector<ReduceOp> ops_for(const CollectiveBench& spec, DataType dtype, size_t bytes, bool quick) {
+  if (!spec.reduces) return {ReduceOp::sum};
+  if (quick || bytes > (1u << 20)) return {ReduceOp::sum, ReduceOp::min};
+  (void)dtype;
+  return {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max};
+}
+
+std::vector<int> roots_for(const CollectiveBench& spec, size_t bytes, int ranks) {
+  if (!spec.rooted) return {0};
+  if (bytes <= 64) {
+    std::vector<int> all;
+    for (int r = 0; r < ranks; ++r) all.push_back(r);
+    return all;
+  }
+  return ranks > 1 ? std::vector<int>{0, ranks - 1} : std::vector<int>{0};
+}
+
+struct Counts {
+  uint64_t cases = 0;
+  uint64_t failed = 0;
+};
+
+void run_matrix(chorus::Communicator& comm, bool quick, bool count_only, Counts& counts) {
+  for (int o = 0; o < chorus::kNumCollectives; ++o) {
+    const CollectiveBench& spec = bench_for(static_cast<Collective>(o));
+    for (const std::string& algorithm : comm.algorithms(spec.op)) {
+      if (!count_only) comm.set_algorithm(spec.op, algorithm);
+      for (const Sweep& sweep : sweeps(quick, spec, comm.size())) {
+        for (DataType dtype : sweep.dtypes) {
+          for (size_t bytes : sweep.byte_sizes) {
+            if (spec.op == Collective::barrier && bytes != 0) continue;
+            for (ReduceOp redop : ops_for(spec, dtype, bytes, quick)) {
+              for (bool in_place : {false, true}) {
+                if (in_place && (spec.always_in_place || spec.op == Collective::barrier)) continue;
+                for (int root : roots_for(spec, bytes, comm.size())) {
+                  ++counts.cases;
+                  if (count_only) continue;
+                  CallShape shape = spec.shape(bytes, chorus::datatype_size(dtype), comm.size());
+                  Setup setup{dtype, redop, root, in_place};
+                  Buffers buffers(spec, shape, setup, comm.rank(), comm.size());
+                  buffers.fill();
+                  spec.run(comm, buffers.call());
+                  uint64_t wrong = buffers.count_wrong(stderr, 2);
+                  if (wrong != 0) {
+                    ++counts.failed;
+                    std::fprintf(stderr, "FAILED: %s/%s %s %s %zu bytes root %d %s: %llu wrong elements on rank %d\n",
+                                 std::string(chorus::to_string(spec.op)).c_str(), algorithm.c_str(),
+                                 std::string(chorus::to_string(dtype)).c_str(),
+                                 std::string(chorus::to_string(redop)).c_str(), bytes, root,
+                                 in_place ? "in-place" : "out-of-place", static_cast<unsigned long long>(wrong),
+                                 comm.rank());
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+      if (!count_only) comm.set_algorithm(spec.op, "auto");
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false, count_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--list-count") == 0) {
+      count_only = true;
+    } else if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
+      std::printf("Usage: chorusrun -n N chorus-matrix [--quick] [--list-count]\n\n"
+                  "Runs every collective x algorithm x dtype x op x size x in-place/out-of-place x root\n"
+                  "and checks every element.\n"
+                  "  --quick       two dtypes, two ops, small sizes only\n"
+                  "  --list-count  print how many cases a run holds and exit\n");
+      return 0;
+    } else {
+      std::fprintf(stderr, "chorus-matrix: unknown argument \"%s\"; see --help\n", argv[i]);
+      return 2;
+    }
+  }
+  try {
+    auto comm = chorus::Communicator::init();
+    Counts counts;
+    run_matrix(comm, quick, count_only, counts);
+    uint64_t failed_anywhere = 0;
+    comm.allreduce(&counts.failed, &failed_anywhere, 1, ReduceOp::sum);
+    if (comm.rank() == 0) {
+      std::printf("chorus-matrix: %d ranks, %s, %llu cases, %llu failed\n", comm.size(), comm.transport_name().c_str(),
+                  static_cast<unsigned long long>(counts.cases), static_cast<unsigned long long>(failed_anywhere));
+    }
+    comm.finalize();
+    return failed_anywhere == 0 ? 0 : 1;
+  } catch (const chorus::Error& e) {
+    std::fprintf(stderr, "chorus-matrix: %s\n", e.what());
+    return 1;
+  }
+}
