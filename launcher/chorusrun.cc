@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    block_handled_signals();  // before the store's thread exists
     const std::string secret = random_hex(16);
     const std::string job_id = "chorusrun-" + std::to_string(getpid()) + "-" + random_hex(4);
     // Single-host jobs keep the store on loopback; remote ranks need it reachable.

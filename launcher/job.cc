@@ -1,6 +1,7 @@
 #include "job.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -81,6 +82,11 @@ struct Job::Rank {
   Stream out, err;
 };
 
+void block_handled_signals() {
+  sigset_t set = handled_signals();
+  if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) throw std::runtime_error("pthread_sigmask failed");
+}
+
 std::vector<RankPlacement> place_ranks(const Options& options) {
   std::vector<RankPlacement> placement;
   if (options.hosts.empty()) {
@@ -104,8 +110,8 @@ Job::Job(const Options& options, std::vector<RankPlacement> placement, JobEnviro
     rank.placement = p;
     ranks_.push_back(std::move(rank));
   }
+  block_handled_signals();
   sigset_t set = handled_signals();
-  if (sigprocmask(SIG_BLOCK, &set, nullptr) != 0) throw std::runtime_error(std::string("sigprocmask: ") + strerror(errno));
   signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + strerror(errno));
 }

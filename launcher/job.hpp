@@ -21,6 +21,10 @@ struct RankPlacement {
   int local_size = 1;
 };
 
+// Blocks the signals chorusrun handles through its signalfd. Must run before
+// any thread starts (the store's), or a signal can land on that thread.
+void block_handled_signals();
+
 // Ranks fill hosts in order, each host up to its slots.
 std::vector<RankPlacement> place_ranks(const Options& options);
 

@@ -1,0 +1,207 @@
+// chorusrun as users run it: real processes, real signals, real store.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <regex>
+#include <string>
+#include <thread>
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string output;  // stdout and stderr together
+  double seconds = 0;
+};
+
+std::string quote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+Result run(const std::string& arguments) {
+  auto start = std::chrono::steady_clock::now();
+  std::string command = "timeout 60 " + quote(CHORUSRUN) + " " + arguments + " 2>&1";
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer;
+  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) result.output += buffer.data();
+  int status = pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+const std::string kRank = quote(RANK_PROGRAM);
+
+bool contains(const std::string& text, const std::string& fragment) { return text.find(fragment) != std::string::npos; }
+
+}  // namespace
+
+TEST(Chorusrun, GivesEveryRankItsEnvironmentWithPrefixes) {
+  Result r = run("-n 3 --timeout 7 --ofi-provider shm " + kRank + " env");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (int rank = 0; rank < 3; ++rank) {
+    std::string p = "[" + std::to_string(rank) + "] ";
+    EXPECT_TRUE(contains(r.output, p + "CHORUS_RANK=" + std::to_string(rank) + "\n")) << r.output;
+    EXPECT_TRUE(contains(r.output, p + "CHORUS_SIZE=3\n")) << r.output;
+    EXPECT_TRUE(contains(r.output, p + "CHORUS_LOCAL_RANK=" + std::to_string(rank) + "\n")) << r.output;
+    EXPECT_TRUE(contains(r.output, p + "CHORUS_LOCAL_SIZE=3\n")) << r.output;
+    EXPECT_TRUE(contains(r.output, p + "CHORUS_TIMEOUT=7\n")) << r.output;
+    EXPECT_TRUE(contains(r.output, p + "CHORUS_OFI_PROVIDER=shm\n")) << r.output;
+    EXPECT_TRUE(contains(r.output, p + "FI_TCP_IFACE=lo\n")) << r.output;
+    EXPECT_TRUE(contains(r.output, p + "SECRET_LENGTH=32\n")) << r.output;
+  }
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\[0\] CHORUS_STORE_ADDR=127\.0\.0\.1:[0-9]+)"))) << r.output;
+}
+
+TEST(Chorusrun, ExportsVariables) {
+  setenv("CHORUS_TEST_FROM_PARENT", "inherited-value", 1);
+  Result r = run("-n 2 -x SHOW_VAR=CHORUS_TEST_FROM_PARENT -x CHORUS_TEST_FROM_PARENT " + kRank + " env");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "[1] CHORUS_TEST_FROM_PARENT=inherited-value")) << r.output;
+  r = run("--no-tag-output -n 1 -x SHOW_VAR=MY_SETTING -x MY_SETTING=42 " + kRank + " env");
+  EXPECT_TRUE(contains(r.output, "\nMY_SETTING=42\n")) << r.output;
+  EXPECT_FALSE(contains(r.output, "[0]")) << r.output;
+}
+
+TEST(Chorusrun, PartialLastLineIsForwarded) {
+  Result r = run("-n 2 " + kRank + " partial");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_TRUE(contains(r.output, "[0] no newline here\n")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[1] no newline here\n")) << r.output;
+}
+
+TEST(Chorusrun, FailingRankStopsTheJobWithItsStatus) {
+  Result r = run("-n 3 " + kRank + " exit 7");
+  EXPECT_EQ(r.status, 7) << r.output;
+  EXPECT_TRUE(contains(r.output, "chorusrun: rank 1 (pid")) << r.output;
+  EXPECT_TRUE(contains(r.output, "exited with status 7; stopping the other 2 ranks")) << r.output;
+  EXPECT_LT(r.seconds, 10) << "the sleeping ranks were not stopped";
+}
+
+TEST(Chorusrun, KilledRankIsNamedAndNoProcessRemains) {
+  std::string log = ::testing::TempDir() + "/chorusrun_kill.log";
+  std::string command = "timeout 60 " + quote(CHORUSRUN) + " -n 3 --timeout 5 " + kRank + " sleep >" + log + " 2>&1 & echo $!";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  char line[64] = {0};
+  ASSERT_NE(fgets(line, sizeof line, pipe), nullptr);
+  pclose(pipe);
+  // Collect the ranks' pids from their output.
+  std::vector<int> pids;
+  for (int attempt = 0; attempt < 100 && pids.size() < 3; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    pids.clear();
+    FILE* file = fopen(log.c_str(), "r");
+    if (file == nullptr) continue;
+    char text[256];
+    while (fgets(text, sizeof text, file) != nullptr) {
+      int rank, pid;
+      if (sscanf(text, "[%d] pid %d", &rank, &pid) == 2) pids.push_back(pid);
+    }
+    fclose(file);
+  }
+  ASSERT_EQ(pids.size(), 3u);
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(pids[1], SIGKILL), 0);
+  // chorusrun stops the others (SIGTERM) and exits; all pids disappear.
+  bool all_gone = false;
+  while (!all_gone && std::chrono::steady_clock::now() - start < std::chrono::seconds(8)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    all_gone = true;
+    for (int pid : pids) all_gone = all_gone && (kill(pid, 0) != 0);
+  }
+  EXPECT_TRUE(all_gone) << "rank processes remain";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  FILE* file = fopen(log.c_str(), "r");
+  ASSERT_NE(file, nullptr);
+  std::string output;
+  char text[512];
+  while (fgets(text, sizeof text, file) != nullptr) output += text;
+  fclose(file);
+  EXPECT_TRUE(std::regex_search(output, std::regex("rank [0-9] \\(pid [0-9]+ on localhost\\) was killed by signal 9"))) << output;
+}
+
+TEST(Chorusrun, ForwardsSignalsToRanks) {
+  // SIGUSR1 to chorusrun reaches every rank, which then exits 0.
+  std::string command = "sh -c " + quote(quote(CHORUSRUN) + " -n 2 " + kRank + " sleep & sleep 1; kill -USR1 $!; wait $!");
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char text[256];
+  while (fgets(text, sizeof text, pipe) != nullptr) output += text;
+  int status = pclose(pipe);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+  EXPECT_TRUE(contains(output, "[0] got signal 10")) << output;
+  EXPECT_TRUE(contains(output, "[1] got signal 10")) << output;
+}
+
+TEST(Chorusrun, RemoteRanksGoThroughTheRemoteShell) {
+  Result r = run("-n 3 --hosts nodeA:2,nodeB:1 --store-addr 127.0.0.1 --rsh " + quote(FAKE_RSH) + " " + kRank + " env");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "fake_rsh: host=nodeA")) << r.output;
+  EXPECT_TRUE(contains(r.output, "fake_rsh: host=nodeB")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[2] CHORUS_LOCAL_RANK=0")) << r.output;  // first rank on nodeB
+  EXPECT_TRUE(contains(r.output, "[1] CHORUS_LOCAL_SIZE=2")) << r.output;
+}
+
+TEST(Chorusrun, RanksReachTheStore) {
+  Result r = run("-n 3 " + kRank + " store");
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (int rank = 0; rank < 3; ++rank) EXPECT_TRUE(contains(r.output, "[" + std::to_string(rank) + "] store says ok")) << r.output;
+}
+
+TEST(Chorusrun, HelpAndVersion) {
+  Result r = run("--help");
+  EXPECT_EQ(r.status, 0);
+  for (const char* option : {"-n, --np", "--hosts", "--hostfile", "--rsh", "--store-addr", "--transport",
+                             "--ofi-provider", "--timeout", "-x VAR", "--tag-output", "--bind", "--report-bindings"}) {
+    EXPECT_TRUE(contains(r.output, option)) << option;
+  }
+  EXPECT_TRUE(contains(run("--version").output, "chorusrun (chorus)"));
+}
+
+struct BadArguments {
+  const char* arguments;
+  const char* message;
+};
+
+class ChorusrunRejects : public ::testing::TestWithParam<BadArguments> {};
+
+TEST_P(ChorusrunRejects, WithUsageErrorNamingTheProblem) {
+  Result r = run(GetParam().arguments);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, std::string("chorusrun: ") + GetParam().message)) << r.output;
+  EXPECT_TRUE(contains(r.output, "--help")) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryOption, ChorusrunRejects,
+    ::testing::Values(BadArguments{"true", "the number of ranks is missing"},
+                      BadArguments{"-n 0 true", "-n \"0\": expected a whole number from 1 to 4096"},
+                      BadArguments{"-n abc true", "-n \"abc\": expected a whole number"},
+                      BadArguments{"-n 5000 true", "-n \"5000\": expected a whole number from 1 to 4096"},
+                      BadArguments{"-n", "-n needs a value"},
+                      BadArguments{"-n 2", "no program to run"},
+                      BadArguments{"-n 2 --frobnicate true", "unknown option \"--frobnicate\""},
+                      BadArguments{"-n 2 --timeout never true", "--timeout \"never\": expected seconds"},
+                      BadArguments{"-n 2 --timeout 0 true", "--timeout \"0\": expected seconds greater than 0"},
+                      BadArguments{"-n 2 --transport carrier true", "--transport \"carrier\": expected one of auto, ofi, inproc"},
+                      BadArguments{"-n 2 --bind socket true", "--bind \"socket\": expected one of nic, core, none"},
+                      BadArguments{"-n 2 --hosts 'a:x' true", "--hosts slots of a \"x\""},
+                      BadArguments{"-n 2 --hosts 'bad host:2' true", "--hosts: \"bad host:2\" is not a host name"},
+                      BadArguments{"-n 5 --hosts a:2,b:2 true", "-n 5 is more than the 4 slots"},
+                      BadArguments{"-n 2 --hostfile /nonexistent/hosts true", "--hostfile \"/nonexistent/hosts\": cannot read it"},
+                      BadArguments{"-n 2 -x '=oops' true", "-x \"=oops\": expected VAR or VAR=value"},
+                      BadArguments{"-n 2 /nonexistent/program", "program \"/nonexistent/program\" is not an executable file"},
+                      BadArguments{"-n 2 no-such-program-anywhere", "program \"no-such-program-anywhere\" was not found in PATH"},
+                      BadArguments{"-n 2 --hosts far:2 true", "ranks on other hosts need --store-addr"}),
+    [](const ::testing::TestParamInfo<BadArguments>& info) { return std::to_string(info.index); });
