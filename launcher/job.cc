@@ -144,9 +144,16 @@ void Job::spawn(Rank& rank) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // One value per name (getenv returns the first): inherited, then chorusrun's, then -x.
+  std::map<std::string, std::string> merged;
+  auto add = [&merged](const std::string& entry) {
+    auto equals = entry.find('=');
+    if (equals != std::string::npos) merged[entry.substr(0, equals)] = entry;
+  };
+  for (char** e = environ; *e != nullptr; ++e) add(*e);
+  for (const auto& entry : env) add(entry);
   std::vector<std::string> full_env;
-  for (char** e = environ; *e != nullptr; ++e) full_env.emplace_back(*e);
-  full_env.insert(full_env.end(), env.begin(), env.end());
+  for (auto& [name, entry] : merged) full_env.push_back(entry);
   std::vector<char*> envp;
   for (auto& e : full_env) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -72,6 +72,16 @@ TEST(Chorusrun, ExportsVariables) {
   EXPECT_FALSE(contains(r.output, "[0]")) << r.output;
 }
 
+// Inherited < chorusrun's own settings < -x, one value per name.
+TEST(Chorusrun, VariablePrecedence) {
+  setenv("CHORUS_TIMEOUT", "999", 1);
+  Result r = run("-n 1 --timeout 7 " + kRank + " env");
+  EXPECT_TRUE(contains(r.output, "[0] CHORUS_TIMEOUT=7\n")) << r.output;
+  r = run("-n 1 --timeout 7 -x CHORUS_TIMEOUT=11 " + kRank + " env");
+  EXPECT_TRUE(contains(r.output, "[0] CHORUS_TIMEOUT=11\n")) << r.output;
+  unsetenv("CHORUS_TIMEOUT");
+}
+
 TEST(Chorusrun, PartialLastLineIsForwarded) {
   Result r = run("-n 2 " + kRank + " partial");
   EXPECT_EQ(r.status, 0);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <vector>
 
 namespace chorus::transport {
@@ -17,7 +18,15 @@ namespace {
 
 using namespace ofi;
 
-constexpr size_t kSourceHeader = sizeof(uint32_t);  // sender's rank, before every eager message
+// Before every eager message: the sender's rank and a per-destination
+// sequence number. Some providers (tcp;ofi_rxm past its eager buffer size)
+// deliver a peer's messages out of order; the receiver restores the order
+// the contract promises.
+struct EagerHeader {
+  uint32_t source;
+  uint32_t sequence;
+};
+constexpr size_t kSourceHeader = sizeof(EagerHeader);
 constexpr size_t kSendBuffers = 256;
 constexpr size_t kMinRecvBuffers = 128;
 constexpr size_t kRecvBuffersPerPeer = 16;
@@ -102,6 +111,9 @@ class OfiTransport final : public Transport {
     if (peers.size() != static_cast<size_t>(size_)) {
       fail(Status::internal, "ofi: connect got ", peers.size(), " addresses for ", size_, " ranks");
     }
+    next_send_sequence_.assign(peers.size(), 0);
+    next_receive_sequence_.assign(peers.size(), 0);
+    early_.assign(peers.size(), {});
     addresses_.assign(peers.size(), FI_ADDR_UNSPEC);
     for (size_t r = 0; r < peers.size(); ++r) {
       // One at a time so a bad address names its rank.
@@ -122,8 +134,9 @@ class OfiTransport final : public Transport {
     const size_t bytes = header_bytes + payload_bytes;
     if (bytes > max_eager_) fail(Status::internal, "ofi: eager message of ", bytes, " bytes exceeds ", max_eager_);
     // Order per peer must hold: once anything waits, everything queues behind it.
-    if (backlog_.empty() && try_send(peer, header, header_bytes, payload, payload_bytes)) return;
-    Backlogged message{peer, std::vector<uint8_t>(bytes)};
+    const uint32_t sequence = next_send_sequence_[static_cast<size_t>(peer)]++;
+    if (backlog_.empty() && try_send(peer, sequence, header, header_bytes, payload, payload_bytes)) return;
+    Backlogged message{peer, sequence, std::vector<uint8_t>(bytes)};
     if (header_bytes != 0) std::memcpy(message.bytes.data(), header, header_bytes);
     if (payload_bytes != 0) std::memcpy(message.bytes.data() + header_bytes, payload, payload_bytes);
     backlog_.push_back(std::move(message));
@@ -194,6 +207,7 @@ class OfiTransport final : public Transport {
  private:
   struct Backlogged {
     int peer;
+    uint32_t sequence;
     std::vector<uint8_t> bytes;
   };
 
@@ -276,9 +290,10 @@ class OfiTransport final : public Transport {
   }
 
   // Sends now if possible; false means "queue it" (nothing was sent).
-  bool try_send(int peer, const void* header, size_t header_bytes, const void* payload, size_t payload_bytes) {
+  bool try_send(int peer, uint32_t sequence, const void* header, size_t header_bytes, const void* payload,
+                size_t payload_bytes) {
     const size_t bytes = kSourceHeader + header_bytes + payload_bytes;
-    const uint32_t source = static_cast<uint32_t>(rank_);
+    const EagerHeader source{static_cast<uint32_t>(rank_), sequence};
     const fi_addr_t address = addresses_[static_cast<size_t>(peer)];
     if (bytes <= info_->tx_attr->inject_size) {
       uint8_t staging[512];
@@ -311,7 +326,7 @@ class OfiTransport final : public Transport {
     int sent = 0;
     while (!backlog_.empty()) {
       Backlogged& message = backlog_.front();
-      if (!try_send(message.peer, message.bytes.data(), message.bytes.size(), nullptr, 0)) break;
+      if (!try_send(message.peer, message.sequence, message.bytes.data(), message.bytes.size(), nullptr, 0)) break;
       backlog_.pop_front();
       ++sent;
     }
@@ -375,14 +390,14 @@ class OfiTransport final : public Transport {
         return;
       case Operation::Kind::recv: {
         const uint8_t* slot = &recv_slab_[op.index * slot_bytes()];
-        uint32_t source = 0;
-        if (length >= kSourceHeader) std::memcpy(&source, slot, kSourceHeader);
-        if (length < kSourceHeader || source >= static_cast<uint32_t>(size_)) {
+        EagerHeader header{};
+        if (length >= kSourceHeader) std::memcpy(&header, slot, kSourceHeader);
+        if (length < kSourceHeader || header.source >= static_cast<uint32_t>(size_)) {
           post_receive(op.index);
           sink.on_error(0, -1, Error(Status::internal, concat("ofi: malformed eager message of ", length, " bytes")));
           return;
         }
-        sink.on_eager(static_cast<int>(source), slot + kSourceHeader, length - kSourceHeader);
+        deliver_in_order(sink, header, slot + kSourceHeader, length - kSourceHeader);
         post_receive(op.index);  // after the sink is done with the bytes
         return;
       }
@@ -431,6 +446,32 @@ class OfiTransport final : public Transport {
     }
   }
 
+  // Hands messages to the sink in each peer's send order; early arrivals wait
+  // (copied) until the gap before them fills.
+  void deliver_in_order(Sink& sink, const EagerHeader& header, const uint8_t* data, size_t bytes) {
+    const size_t peer = header.source;
+    uint32_t& expected = next_receive_sequence_[peer];
+    if (header.sequence != expected) {
+      if (static_cast<int32_t>(header.sequence - expected) < 0) {
+        sink.on_error(0, static_cast<int>(peer),
+                      Error(Status::internal, concat("ofi: duplicate eager message ", header.sequence, " from rank ", peer),
+                            static_cast<int>(peer)));
+        return;
+      }
+      early_[peer].emplace(header.sequence, std::vector<uint8_t>(data, data + bytes));
+      return;
+    }
+    sink.on_eager(static_cast<int>(peer), data, bytes);
+    ++expected;
+    auto& waiting = early_[peer];
+    for (auto it = waiting.find(expected); it != waiting.end(); it = waiting.find(expected)) {
+      std::vector<uint8_t> message = std::move(it->second);
+      waiting.erase(it);
+      sink.on_eager(static_cast<int>(peer), message.data(), message.size());
+      ++expected;
+    }
+  }
+
   // Jobs are referenced by pending pieces until they finish; drop finished ones from the front.
   void retire_jobs() {
     while (!jobs_.empty() && jobs_.front().pieces_left == 0) jobs_.pop_front();
@@ -448,6 +489,9 @@ class OfiTransport final : public Transport {
   Owned<fid_ep> endpoint_;
   int wait_fd_ = -1;
   std::vector<fi_addr_t> addresses_;
+  std::vector<uint32_t> next_send_sequence_;     // per destination
+  std::vector<uint32_t> next_receive_sequence_;  // per source
+  std::vector<std::map<uint32_t, std::vector<uint8_t>>> early_;  // per source: arrived ahead of order
   uint64_t next_key_ = 1;
 
   std::vector<uint8_t> send_slab_, recv_slab_;
