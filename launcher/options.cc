@@ -1,5 +1,7 @@
 #include "options.hpp"
 
+#include "common/config.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,13 +20,12 @@ namespace {
 constexpr int kMaxRanks = 4096;
 
 int parse_count(const std::string& option, const std::string& text, int min, int max) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+  auto value = chorus::config::parse_int(text, min, max);
+  if (!value) {
     throw UsageError(option + " \"" + text + "\": expected a whole number from " + std::to_string(min) + " to " +
                      std::to_string(max));
   }
-  return value;
+  return static_cast<int>(*value);
 }
 
 double parse_seconds(const std::string& option, const std::string& text) {

@@ -71,11 +71,15 @@ uint64_t env_bytes(const char* name, uint64_t fallback, uint64_t min, uint64_t m
 int64_t env_int(const char* name, int64_t fallback, int64_t min, int64_t max) {
   auto text = get(name);
   if (!text) return fallback;
+  auto value = parse_int(*text, min, max);
+  if (!value) bad_value(name, *text, concat("an integer from ", min, " to ", max));
+  return *value;
+}
+
+std::optional<int64_t> parse_int(std::string_view text, int64_t min, int64_t max) {
   int64_t value = 0;
-  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
-  if (ec != std::errc() || end != text->data() + text->size() || value < min || value > max) {
-    bad_value(name, *text, concat("an integer from ", min, " to ", max));
-  }
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) return std::nullopt;
   return value;
 }
 
@@ -141,6 +145,8 @@ Settings Settings::from_env() {
   s.spin = std::chrono::microseconds(env_int("CHORUS_SPIN_US", s.spin.count(), 0, 1000000));
   s.transport = env_choice("CHORUS_TRANSPORT", s.transport, {"auto", "ofi", "inproc"});
   if (auto provider = get("CHORUS_OFI_PROVIDER")) s.ofi_provider = *provider;
+  // The logger reads it on its own (it must work before this runs); a bad value still stops init.
+  env_choice("CHORUS_LOG_LEVEL", "warn", {"error", "warn", "info", "debug"});
   return s;
 }
 

@@ -20,6 +20,9 @@ std::optional<std::string> get(const char* name);
 std::optional<uint64_t> parse_bytes(std::string_view text);
 uint64_t env_bytes(const char* name, uint64_t fallback, uint64_t min, uint64_t max);
 
+// A whole decimal number in [min, max], nothing else in the text.
+std::optional<int64_t> parse_int(std::string_view text, int64_t min, int64_t max);
+
 // Integers in [min, max].
 int64_t env_int(const char* name, int64_t fallback, int64_t min, int64_t max);
 
