@@ -44,8 +44,13 @@ class Scratch {
   // Returns at least `bytes` bytes for slot `slot` (0..3); contents undefined.
   void* get(int slot, size_t bytes);
   ~Scratch();
+  // Keeps scratch registered while it lives (pinning transports cache only
+  // memory whose release chorus sees); set once the engine exists.
+  void track_with(p2p::Engine* engine) { engine_ = engine; }
+  void release_all();
 
  private:
+  p2p::Engine* engine_ = nullptr;
   struct Buffer {
     void* data = nullptr;
     size_t bytes = 0;

@@ -16,13 +16,21 @@ void* Scratch::get(int slot, size_t bytes) {
   void* data = nullptr;
   int error = posix_memalign(&data, 64, capacity);
   if (error != 0) fail(Status::internal, "cannot allocate ", capacity, " bytes of collective scratch: ", errno_string(error));
+  if (buffer.data != nullptr && engine_ != nullptr) engine_->forget_memory(buffer.data, buffer.bytes);
   std::free(buffer.data);
   buffer = Buffer{data, capacity};
+  if (engine_ != nullptr) engine_->persist_memory(data, capacity);
   return data;
 }
 
-Scratch::~Scratch() {
-  for (Buffer& buffer : buffers_) std::free(buffer.data);
+void Scratch::release_all() {
+  for (Buffer& buffer : buffers_) {
+    if (buffer.data != nullptr && engine_ != nullptr) engine_->forget_memory(buffer.data, buffer.bytes);
+    std::free(buffer.data);
+    buffer = Buffer{};
+  }
 }
+
+Scratch::~Scratch() { release_all(); }
 
 }  // namespace chorus::coll

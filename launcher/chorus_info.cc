@@ -10,6 +10,10 @@
 #include <rdma/fabric.h>
 #endif
 
+#ifdef CHORUS_HAVE_VERBS
+#include "transports/verbs/verbs_device.hpp"
+#endif
+
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -45,7 +49,20 @@ void print_transports() {
 #else
   std::printf("  ofi      not built (libfabric-dev was not found at configure time)\n");
 #endif
-  std::printf("  verbs    not built (not part of this version of chorus yet)\n");
+#ifdef CHORUS_HAVE_VERBS
+  std::printf("  verbs    built (RC mesh); devices here:\n");
+  chorus::config::VerbsSettings verbs;
+  try {
+    verbs = chorus::config::Settings::from_env().verbs;
+  } catch (const std::exception& e) {
+    std::printf("           (settings rejected: %s)\n", e.what());
+  }
+  for (const std::string& line : chorus::transport::verbs::describe_devices(verbs)) {
+    std::printf("           %s\n", line.c_str());
+  }
+#else
+  std::printf("  verbs    not built (libibverbs-dev/librdmacm-dev were not found at configure time)\n");
+#endif
   std::printf("  inproc   built (threads of one process; tests and 1-rank jobs)\n");
 }
 

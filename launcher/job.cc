@@ -236,6 +236,17 @@ void Job::stop_others(const Rank& failed) {
                         (p.host.empty() ? "localhost" : p.host) + ") " + describe_status(failed.status);
   say(message + (alive > 0 ? "; stopping the other " + std::to_string(alive) + " rank" + (alive == 1 ? "" : "s") : ""));
   publish_failure_(message);
+  if (options_.failure_grace_seconds > 0) {
+    // The survivors see the failure through chorus and exit on their own;
+    // whoever is still running when the grace ends is stopped.
+    term_deadline_ = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options_.failure_grace_seconds * 1000));
+    return;
+  }
+  terminate_others();
+}
+
+void Job::terminate_others() {
+  terminating_ = true;
   signal_all(SIGTERM);
   // Grace for a clean exit, bounded by the job's timeout.
   double grace = 2.0;
@@ -326,7 +337,8 @@ int Job::run() {
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) forward_output(*streams[i - 1], false);
     }
     reap_children();  // SIGCHLD may coalesce
-    if (failing_ && !all_ended() && Clock::now() > kill_deadline_) signal_all(SIGKILL);
+    if (failing_ && !terminating_ && !all_ended() && Clock::now() > term_deadline_) terminate_others();
+    if (failing_ && terminating_ && !all_ended() && Clock::now() > kill_deadline_) signal_all(SIGKILL);
   }
   // Without a failure, a rank killed by a forwarded signal still decides the status.
   if (!failing_) {

@@ -52,6 +52,7 @@ class Job {
   void reap_children();
   void on_rank_ended(Rank& rank, int status);
   void stop_others(const Rank& failed);
+  void terminate_others();
   void signal_all(int signal_number);
   void forward_output(Stream& stream, bool at_end);
   bool all_ended() const;
@@ -65,6 +66,8 @@ class Job {
   bool failing_ = false;
   int interrupts_ = 0;
   std::chrono::steady_clock::time_point kill_deadline_{};
+  std::chrono::steady_clock::time_point term_deadline_{};  // --failure-grace ends
+  bool terminating_ = false;                                // SIGTERM sent to the survivors
 };
 
 }  // namespace chorusrun

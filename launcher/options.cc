@@ -77,11 +77,14 @@ Options:
   --rsh CMD             remote shell for other hosts (default: ssh, or $CHORUS_RSH)
   --store-addr ADDR     address other hosts use to reach the store on this host
                         (required with remote hosts; default 127.0.0.1)
-  --transport T         CHORUS_TRANSPORT for the ranks: auto, ofi or inproc
+  --transport T         CHORUS_TRANSPORT for the ranks: auto, ofi, verbs or inproc
   --ofi-provider P      CHORUS_OFI_PROVIDER for the ranks, e.g. shm, 'tcp;ofi_rxm'
   --timeout SEC         CHORUS_TIMEOUT for the ranks: how long any wait inside
                         chorus may take; also bounds how long chorusrun waits for
                         ranks to stop after a failure
+  --failure-grace SEC   when a rank fails, let the others run up to SEC seconds
+                        so each can report its own error (e.g. which peer it
+                        lost) before they are stopped (default 0: stop at once)
   -x VAR[=VALUE]        export VAR (its current value, or VALUE) to every rank;
                         repeatable
   --tag-output          prefix every output line with [rank] (default)
@@ -174,13 +177,16 @@ Options parse_options(int argc, char** argv) {
       if (!valid_host_name(options.store_address)) throw UsageError("--store-addr \"" + options.store_address + "\" is not a host name or address");
     } else if (arg == "--transport") {
       options.transport = need_value(argc, argv, i, arg);
-      if (options.transport != "auto" && options.transport != "ofi" && options.transport != "inproc") {
-        throw UsageError("--transport \"" + options.transport + "\": expected one of auto, ofi, inproc");
+      if (options.transport != "auto" && options.transport != "ofi" && options.transport != "verbs" &&
+          options.transport != "inproc") {
+        throw UsageError("--transport \"" + options.transport + "\": expected one of auto, ofi, verbs, inproc");
       }
     } else if (arg == "--ofi-provider") {
       options.ofi_provider = need_value(argc, argv, i, arg);
     } else if (arg == "--timeout") {
       options.timeout_seconds = parse_seconds(arg, need_value(argc, argv, i, arg));
+    } else if (arg == "--failure-grace") {
+      options.failure_grace_seconds = parse_seconds(arg, need_value(argc, argv, i, arg));
     } else if (arg == "-x") {
       std::string value = need_value(argc, argv, i, arg);
       std::string name = value.substr(0, value.find('='));

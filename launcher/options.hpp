@@ -24,6 +24,7 @@ struct Options {
   std::string transport;                // --transport
   std::string ofi_provider;             // --ofi-provider
   double timeout_seconds = 0;           // --timeout (0 = library default)
+  double failure_grace_seconds = 0;     // --failure-grace
   std::vector<std::string> exports;     // -x VAR or VAR=value
   bool tag_output = true;               // --tag-output / --no-tag-output
   std::string rsh = "ssh";              // --rsh or CHORUS_RSH

@@ -92,6 +92,7 @@ void CommunicatorImpl::connect() {
   auto addresses = bootstrap_->all_gather("chorus/transport", transport_->address());
   transport_->connect(addresses);
   engine_ = std::make_unique<p2p::Engine>(*transport_, job_.rank, job_.size, job_.local_size, settings_);
+  scratch_.track_with(engine_.get());
   world_ranks_.resize(static_cast<size_t>(job_.size));
   std::iota(world_ranks_.begin(), world_ranks_.end(), 0);
   bootstrap_->barrier("chorus/connected");
@@ -245,6 +246,8 @@ void CommunicatorImpl::finalize() {
   } catch (const Error& e) {
     failure = e;  // still release everything below
   }
+  scratch_.release_all();  // its registrations go with the engine
+  scratch_.track_with(nullptr);
   engine_.reset();
   transport_.reset();
   bootstrap_.reset();

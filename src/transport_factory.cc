@@ -6,6 +6,10 @@
 #ifdef CHORUS_HAVE_OFI
 #include "transports/ofi/ofi_transport.hpp"
 #endif
+#ifdef CHORUS_HAVE_VERBS
+#include "transports/verbs/verbs_device.hpp"
+#include "transports/verbs/verbs_transport.hpp"
+#endif
 
 namespace chorus {
 
@@ -20,6 +24,26 @@ std::unique_ptr<transport::Transport> create_transport(const config::Settings& s
     // The transport keeps the fabric's shared state alive.
     return transport::InprocFabric(1).make_transport(0);
   }
+  // auto: verbs between hosts when an RDMA port is up (shared memory is
+  // faster within a host), else libfabric.
+  bool use_verbs = settings.transport == "verbs";
+#ifdef CHORUS_HAVE_VERBS
+  if (settings.transport == "auto" && !all_ranks_on_one_host && transport::verbs::active_port_present()) {
+    use_verbs = true;
+  }
+  if (use_verbs) {
+    transport::VerbsOptions options;
+    options.settings = settings.verbs;
+    options.max_eager_bytes = settings.eager_limit;
+    options.timeout = settings.timeout;
+    return transport::make_verbs_transport(rank, size, options);
+  }
+#else
+  if (use_verbs) {
+    fail(Status::unsupported, "CHORUS_TRANSPORT=\"verbs\": this chorus was built without libibverbs "
+                              "(install libibverbs-dev librdmacm-dev and reconfigure)");
+  }
+#endif
 #ifdef CHORUS_HAVE_OFI
   transport::OfiOptions options;
   options.provider = settings.ofi_provider;

@@ -96,6 +96,12 @@ class Transport {
   // Registers [base, base+length) for local writes by reads and remote reads.
   virtual std::unique_ptr<MemoryRegion> register_memory(void* base, size_t length) = 0;
 
+  // True when a registration pins the physical pages behind the range (verbs,
+  // hardware libfabric providers): after free() and a new allocation at the
+  // same address it would still point at the old pages, so registrations of
+  // memory chorus does not own must not be cached.
+  virtual bool registration_pins_pages() const { return false; }
+
   // One-sided read of `bytes` from `remote` on `peer` into `local` at
   // `local_offset`. Completion is reported as Sink::on_read_done(context).
   // `context` must be non-zero. Reads beyond what the transport can have in

@@ -114,10 +114,24 @@ std::string env_choice(const char* name, const std::string& fallback, const std:
 
 const std::vector<VariableDoc>& variables() {
   static const std::vector<VariableDoc> docs = {
-      {"CHORUS_TRANSPORT", "auto", "transport: auto, ofi (libfabric) or inproc (threads only, for tests)"},
+      {"CHORUS_TRANSPORT", "auto",
+       "transport: auto, ofi (libfabric), verbs (RC mesh over rdma-core) or inproc (threads only, for tests); auto "
+       "picks verbs when ranks span hosts and an active RDMA port exists, else ofi"},
       {"CHORUS_OFI_PROVIDER", "auto",
        "libfabric provider, e.g. shm, tcp;ofi_rxm, verbs;ofi_rxm, efa (auto: shm if all ranks share a host, "
        "else tcp;ofi_rxm)"},
+      {"CHORUS_IB_DEVICE", "auto", "verbs device name, e.g. mlx5_0 or rxe0 (auto: the first with an active port)"},
+      {"CHORUS_IB_PORT", "auto", "verbs port number, 1..255 (auto: the device's first active port)"},
+      {"CHORUS_IB_GID_INDEX", "auto",
+       "GID index, 0..1023 (auto on RoCE: skip empty and link-local GIDs, prefer RoCE v2 with an IPv4 address)"},
+      {"CHORUS_VERBS_SRQ", "0", "1: one shared receive queue for all peers instead of receive buffers per QP"},
+      {"CHORUS_VERBS_CONNECT", "bootstrap",
+       "bootstrap: QP numbers and GIDs exchanged through the store; rdmacm: connect through rdma_cm"},
+      {"CHORUS_VERBS_RECV_DEPTH", "64", "eager receive buffers (and send credits) per peer, 2..4096"},
+      {"CHORUS_VERBS_CQ_ENTRIES", "auto",
+       "completion queue size; setup fails if it is smaller than the work requests that can be outstanding"},
+      {"CHORUS_VERBS_QP_TIMEOUT", "14", "RC local ACK timeout exponent: 4.096 us * 2^value per try (1..31)"},
+      {"CHORUS_VERBS_RETRY_COUNT", "7", "RC transport retries before a send fails (0..7)"},
       {"CHORUS_TIMEOUT", "300", "seconds any single wait may take before it fails with CHORUS_ERR_TIMEOUT"},
       {"CHORUS_EAGER_LIMIT", "16K", "messages up to this size are sent eagerly; larger ones use rendezvous RDMA READ"},
       {"CHORUS_RDV_CHUNK", "1M", "size of each RDMA READ a rendezvous receive issues"},
@@ -143,8 +157,18 @@ Settings Settings::from_env() {
   s.reads_in_flight = static_cast<int>(env_int("CHORUS_RDV_READS", s.reads_in_flight, 1, 64));
   s.reg_cache_bytes = env_bytes("CHORUS_REG_CACHE_BYTES", s.reg_cache_bytes, 0, 1ull << 40);
   s.spin = std::chrono::microseconds(env_int("CHORUS_SPIN_US", s.spin.count(), 0, 1000000));
-  s.transport = env_choice("CHORUS_TRANSPORT", s.transport, {"auto", "ofi", "inproc"});
+  s.transport = env_choice("CHORUS_TRANSPORT", s.transport, {"auto", "ofi", "verbs", "inproc"});
   if (auto provider = get("CHORUS_OFI_PROVIDER")) s.ofi_provider = *provider;
+  VerbsSettings& v = s.verbs;
+  if (auto device = get("CHORUS_IB_DEVICE")) v.device = *device;
+  v.port = static_cast<int>(env_int("CHORUS_IB_PORT", v.port, 1, 255));
+  v.gid_index = static_cast<int>(env_int("CHORUS_IB_GID_INDEX", v.gid_index, 0, 1023));
+  v.srq = env_bool("CHORUS_VERBS_SRQ", v.srq);
+  v.connect = env_choice("CHORUS_VERBS_CONNECT", v.connect, {"bootstrap", "rdmacm"});
+  v.recv_depth = static_cast<int>(env_int("CHORUS_VERBS_RECV_DEPTH", v.recv_depth, 2, 4096));
+  v.cq_entries = static_cast<int>(env_int("CHORUS_VERBS_CQ_ENTRIES", v.cq_entries, 1, 1 << 24));
+  v.qp_timeout = static_cast<int>(env_int("CHORUS_VERBS_QP_TIMEOUT", v.qp_timeout, 1, 31));
+  v.retry_count = static_cast<int>(env_int("CHORUS_VERBS_RETRY_COUNT", v.retry_count, 0, 7));
   // The logger reads it on its own (it must work before this runs); a bad value still stops init.
   env_choice("CHORUS_LOG_LEVEL", "warn", {"error", "warn", "info", "debug"});
   return s;

@@ -44,6 +44,19 @@ struct VariableDoc {
 };
 const std::vector<VariableDoc>& variables();
 
+// Verbs transport settings (docs/transport-verbs.md).
+struct VerbsSettings {
+  std::string device;          // CHORUS_IB_DEVICE ("" = first device with an active port)
+  int port = 0;                // CHORUS_IB_PORT (0 = first active port)
+  int gid_index = -1;          // CHORUS_IB_GID_INDEX (-1 = best GID, see choose_gid)
+  bool srq = false;            // CHORUS_VERBS_SRQ
+  std::string connect = "bootstrap";  // CHORUS_VERBS_CONNECT: bootstrap or rdmacm
+  int recv_depth = 64;         // CHORUS_VERBS_RECV_DEPTH: eager receive buffers per peer
+  int cq_entries = 0;          // CHORUS_VERBS_CQ_ENTRIES (0 = sized from the queues)
+  int qp_timeout = 14;         // CHORUS_VERBS_QP_TIMEOUT: 4.096 us * 2^value per try
+  int retry_count = 7;         // CHORUS_VERBS_RETRY_COUNT
+};
+
 // Settings shared by the layers, read once at communicator creation.
 struct Settings {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // CHORUS_TIMEOUT
@@ -54,6 +67,7 @@ struct Settings {
   std::chrono::microseconds spin{std::chrono::microseconds(50)}; // CHORUS_SPIN_US
   std::string transport = "auto";                                // CHORUS_TRANSPORT
   std::string ofi_provider;                                      // CHORUS_OFI_PROVIDER ("" = auto)
+  VerbsSettings verbs;
   static Settings from_env();
 };
 

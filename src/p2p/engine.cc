@@ -241,6 +241,7 @@ class Engine::Impl final : public transport::Sink {
   transport::Transport& transport() { return transport_; }
   config::Settings& settings() { return settings_; }
   const Counters& counters() const { return counters_; }
+  RegCache& reg_cache() { return reg_cache_; }
 
  private:
   // Ids sent on the wire (FIN send ids, read contexts): generation and slot+1,
@@ -525,5 +526,7 @@ std::chrono::milliseconds Engine::timeout() const {
   return const_cast<Impl&>(*impl_).settings().timeout;
 }
 const Counters& Engine::counters() const { return impl_->counters(); }
+void Engine::persist_memory(const void* base, size_t bytes) { impl_->reg_cache().add_persistent(base, bytes); }
+void Engine::forget_memory(const void* base, size_t bytes) { impl_->reg_cache().forget(base, bytes); }
 
 }  // namespace chorus::p2p

@@ -83,6 +83,11 @@ class Engine {
   std::chrono::milliseconds timeout() const;
   const Counters& counters() const;
 
+  // Memory chorus owns (collective scratch) stays registered while it lives:
+  // call persist_memory after allocating it and forget_memory before freeing.
+  void persist_memory(const void* base, size_t bytes);
+  void forget_memory(const void* base, size_t bytes);
+
   class Impl;
 
  private:

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace chorus::p2p {
 
 namespace {
@@ -11,7 +13,8 @@ uintptr_t page_size() {
 }
 }  // namespace
 
-RegCache::RegCache(transport::Transport& transport, uint64_t max_bytes) : transport_(transport), max_bytes_(max_bytes) {}
+RegCache::RegCache(transport::Transport& transport, uint64_t max_bytes)
+    : transport_(transport), max_bytes_(max_bytes), pinning_(transport.registration_pins_pages()) {}
 
 std::shared_ptr<transport::MemoryRegion> RegCache::acquire(const void* base, size_t bytes) {
   const uintptr_t start = reinterpret_cast<uintptr_t>(base);
@@ -30,23 +33,51 @@ std::shared_ptr<transport::MemoryRegion> RegCache::acquire(const void* base, siz
     }
   }
   ++misses_;
-  // Whole pages: neighbouring buffers on the same pages then share an entry.
+  auto region = register_pages(base, bytes);
+  if (!pinning_) insert(region);  // pinning: held by the operation only
+  return region;
+}
+
+void RegCache::add_persistent(const void* base, size_t bytes) {
+  ++clock_;
+  insert(register_pages(base, bytes));
+}
+
+void RegCache::forget(const void* base, size_t bytes) {
+  const uintptr_t start = reinterpret_cast<uintptr_t>(base);
+  const uintptr_t end = start + std::max<size_t>(bytes, 1);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    const uintptr_t entry_end = it->first + it->second.region->length();
+    if (it->first < end && start < entry_end) {
+      registered_bytes_ -= it->second.region->length();
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// Whole pages: neighbouring buffers on the same pages then share an entry.
+std::shared_ptr<transport::MemoryRegion> RegCache::register_pages(const void* base, size_t bytes) {
+  const uintptr_t start = reinterpret_cast<uintptr_t>(base);
   const uintptr_t page = page_size();
   uintptr_t aligned_start = start & ~(page - 1);
-  uintptr_t aligned_end = (end + page - 1) & ~(page - 1);
+  uintptr_t aligned_end = (start + bytes + page - 1) & ~(page - 1);
   if (aligned_end == aligned_start) aligned_end += page;
-  std::shared_ptr<transport::MemoryRegion> region =
-      transport_.register_memory(reinterpret_cast<void*>(aligned_start), aligned_end - aligned_start);
+  return transport_.register_memory(reinterpret_cast<void*>(aligned_start), aligned_end - aligned_start);
+}
+
+void RegCache::insert(std::shared_ptr<transport::MemoryRegion> region) {
+  const uintptr_t start = reinterpret_cast<uintptr_t>(region->base());
   // An older, smaller entry at the same start is replaced (its users keep it alive).
-  auto existing = entries_.find(aligned_start);
+  auto existing = entries_.find(start);
   if (existing != entries_.end()) {
     registered_bytes_ -= existing->second.region->length();
     entries_.erase(existing);
   }
   registered_bytes_ += region->length();
-  entries_[aligned_start] = Entry{region, clock_};
+  entries_[start] = Entry{std::move(region), clock_};
   evict_unused();
-  return region;
 }
 
 void RegCache::evict_unused() {

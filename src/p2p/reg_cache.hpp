@@ -4,9 +4,12 @@
 // is reused for any range inside it. Bounded by bytes: unused entries are
 // evicted least-recently-used first once the bound is exceeded.
 //
-// Caveat (documented in docs/p2p.md): a cached registration outlives free()
-// of its memory. That is harmless for libfabric tcp/shm (no pinning); pinning
-// transports must hook memory release before trusting the cache.
+// A cached registration outlives free() of its memory. That is harmless on
+// transports that do not pin pages (libfabric tcp/shm). On pinning transports
+// (verbs) a reused address would be served by a registration of the old
+// pages, so there only memory chorus owns is cached: add_persistent() when it
+// is allocated, forget() before it is freed; every other buffer is registered
+// for the one operation that uses it (docs/p2p.md, "Registration").
 #pragma once
 
 #include "transports/transport.hpp"
@@ -21,12 +24,19 @@ class RegCache {
  public:
   RegCache(transport::Transport& transport, uint64_t max_bytes);
 
+  // Memory whose lifetime chorus controls (collective scratch): registered
+  // now and served from the cache until forget().
+  void add_persistent(const void* base, size_t bytes);
+  // Drops every entry overlapping the range (operations in flight keep theirs).
+  void forget(const void* base, size_t bytes);
+
   // A registration covering [base, base+bytes), alive while the handle is held.
   std::shared_ptr<transport::MemoryRegion> acquire(const void* base, size_t bytes);
 
   uint64_t registered_bytes() const { return registered_bytes_; }
   uint64_t hits() const { return hits_; }
   uint64_t misses() const { return misses_; }
+  bool caches_user_memory() const { return !pinning_; }
 
  private:
   struct Entry {
@@ -34,9 +44,12 @@ class RegCache {
     uint64_t last_use = 0;
   };
   void evict_unused();
+  std::shared_ptr<transport::MemoryRegion> register_pages(const void* base, size_t bytes);
+  void insert(std::shared_ptr<transport::MemoryRegion> region);
 
   transport::Transport& transport_;
   uint64_t max_bytes_;
+  bool pinning_;
   uint64_t registered_bytes_ = 0;
   uint64_t clock_ = 0;
   uint64_t hits_ = 0, misses_ = 0;

@@ -1,6 +1,7 @@
 // A rank for the launcher tests. Modes:
 //   env            print CHORUS_* and the variable named by $SHOW_VAR
 //   exit CODE      exit with CODE (rank 1 only; others sleep until stopped)
+//   late CODE      rank 1 exits with CODE at once; the others say so after 0.5 s and exit 0
 //   sleep          print the pid, then sleep until signalled (reports the signal)
 //   partial        print a line without a newline
 //   store          connect to the job's store, set and read a key
@@ -34,6 +35,12 @@ int main(int argc, char** argv) {
   if (mode == "exit") {
     if (rank() == 1) return std::atoi(argv[2]);
     sleep(30);
+    return 0;
+  }
+  if (mode == "late") {
+    if (rank() == 1) return std::atoi(argv[2]);
+    usleep(500000);
+    std::printf("rank %d finished after the failure\n", rank());
     return 0;
   }
   if (mode == "sleep") {

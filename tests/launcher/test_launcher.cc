@@ -97,6 +97,17 @@ TEST(Chorusrun, FailingRankStopsTheJobWithItsStatus) {
   EXPECT_LT(r.seconds, 10) << "the sleeping ranks were not stopped";
 }
 
+TEST(Chorusrun, FailureGraceLetsTheOthersReport) {
+  Result r = run("-n 3 --failure-grace 10 " + kRank + " late 5");
+  EXPECT_EQ(r.status, 5) << r.output;
+  EXPECT_TRUE(contains(r.output, "[0] rank 0 finished after the failure")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[2] rank 2 finished after the failure")) << r.output;
+  EXPECT_LT(r.seconds, 8) << "the grace must end when every rank has ended";
+  Result without = run("-n 3 " + kRank + " late 5");
+  EXPECT_EQ(without.status, 5);
+  EXPECT_FALSE(contains(without.output, "finished after the failure")) << without.output;
+}
+
 TEST(Chorusrun, KilledRankIsNamedAndNoProcessRemains) {
   std::string log = ::testing::TempDir() + "/chorusrun_kill.log";
   std::string command = "timeout 60 " + quote(CHORUSRUN) + " -n 3 --timeout 5 " + kRank + " sleep >" + log + " 2>&1 & echo $!";
@@ -204,7 +215,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadArguments{"-n 2 --frobnicate true", "unknown option \"--frobnicate\""},
                       BadArguments{"-n 2 --timeout never true", "--timeout \"never\": expected seconds"},
                       BadArguments{"-n 2 --timeout 0 true", "--timeout \"0\": expected seconds greater than 0"},
-                      BadArguments{"-n 2 --transport carrier true", "--transport \"carrier\": expected one of auto, ofi, inproc"},
+                      BadArguments{"-n 2 --transport carrier true", "--transport \"carrier\": expected one of auto, ofi, verbs, inproc"},
+                      BadArguments{"-n 2 --failure-grace later true", "--failure-grace \"later\": expected seconds"},
                       BadArguments{"-n 2 --bind socket true", "--bind \"socket\": expected one of nic, core, none"},
                       BadArguments{"-n 2 --hosts 'a:x' true", "--hosts slots of a \"x\""},
                       BadArguments{"-n 2 --hosts 'bad host:2' true", "--hosts: \"bad host:2\" is not a host name"},

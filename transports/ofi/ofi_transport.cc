@@ -142,6 +142,16 @@ class OfiTransport final : public Transport {
     backlog_.push_back(std::move(message));
   }
 
+  // Software providers copy through sockets or shared memory and pin
+  // nothing; any other (verbs, efa, psm3, cxi, ...) registers with hardware.
+  bool registration_pins_pages() const override {
+    const std::string core = info_->fabric_attr->prov_name;
+    for (const char* software : {"tcp", "shm", "udp", "sockets", "net"}) {
+      if (core == software || core.rfind(std::string(software) + ";", 0) == 0) return false;
+    }
+    return true;
+  }
+
   std::unique_ptr<MemoryRegion> register_memory(void* base, size_t length) override {
     fid_mr* mr = nullptr;
     const bool provider_key = (info_->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;

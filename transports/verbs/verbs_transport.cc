@@ -1,0 +1,1017 @@
+// The verbs RC mesh transport. Design and parameters: docs/transport-verbs.md.
+#include "transports/verbs/verbs_transport.hpp"
+
+#include "common/log.hpp"
+#include "transports/verbs/verbs_async.hpp"
+#include "transports/verbs/verbs_device.hpp"
+#include "transports/verbs/verbs_rdmacm.hpp"
+#include "transports/verbs/verbs_resources.hpp"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <random>
+#include <unordered_map>
+
+namespace chorus::transport {
+
+namespace {
+
+using namespace verbs;
+
+// The blob each rank publishes. Fixed-width fields copied as one struct: all
+// ranks of a job share the architecture (little-endian x86-64/aarch64).
+struct WireAddress {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t lid;
+  uint8_t gid[16];
+  uint32_t psn;
+  uint8_t active_mtu;           // ibv_mtu
+  uint8_t roce;                 // 1: address by GID
+  uint8_t responder_resources;  // RDMA READs this rank serves at once per QP
+  uint8_t initiator_depth;      // RDMA READs this rank issues at once per QP
+  uint32_t credits;             // eager receives this rank grants each peer
+  uint64_t mailbox_address;     // where peers RDMA WRITE their credit counts
+  uint32_t mailbox_rkey;
+  uint32_t cm_ipv4;             // rdma_cm listener (network order), 0 if unused
+  uint16_t cm_port;             // network order
+  uint16_t reserved;
+  uint32_t size;                // followed by uint32_t qp_num[size]
+};
+constexpr uint32_t kWireMagic = 0x42564843;  // "CHVB"
+constexpr uint16_t kWireVersion = 1;
+
+// Before every eager payload: the receiver-side credit count of the sender
+// (see "credits" in docs/transport-verbs.md), piggy-backed for free.
+struct EagerHeader {
+  uint32_t granted;
+  uint32_t reserved;
+};
+constexpr size_t kEagerHeader = sizeof(EagerHeader);
+
+constexpr size_t kSendBuffers = 256;
+constexpr int kCqBatch = 32;
+constexpr int kMaxReadsPerQp = 16;
+constexpr uint32_t kRequestedInline = 256;
+constexpr int kSpareSendSlots = 4;  // credit writes and slack per QP
+constexpr unsigned kAckCqEventsEvery = 64;
+
+// wr_id = kind (4 bits) | peer (28 bits) | value (32 bits): a completion,
+// even an error one (only wr_id is valid then), leads back to its peer.
+enum class WrKind : uint64_t { send = 1, credit_write = 2, read = 3, recv = 4 };
+uint64_t make_wr_id(WrKind kind, int peer, uint32_t value) {
+  return (static_cast<uint64_t>(kind) << 60) | (static_cast<uint64_t>(peer) << 32) | value;
+}
+WrKind wr_kind(uint64_t id) { return static_cast<WrKind>(id >> 60); }
+int wr_peer(uint64_t id) { return static_cast<int>((id >> 32) & 0x0fffffff); }
+uint32_t wr_value(uint64_t id) { return static_cast<uint32_t>(id); }
+
+// Counters wrap: a is ahead of b when the signed distance is positive.
+bool ahead(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) > 0; }
+
+const char* kind_text(WrKind kind) {
+  switch (kind) {
+    case WrKind::send: return "eager send to";
+    case WrKind::credit_write: return "credit update to";
+    case WrKind::read: return "RDMA READ from";
+    case WrKind::recv: return "eager receive from";
+  }
+  return "operation with";
+}
+
+class VerbsRegion final : public MemoryRegion {
+ public:
+  VerbsRegion(ibv_mr* mr, void* base, size_t length)
+      : MemoryRegion(base, length, reinterpret_cast<uintptr_t>(base), mr->rkey), mr_(mr) {}
+  uint32_t lkey() const { return mr_->lkey; }
+
+ private:
+  MrPtr mr_;
+};
+
+struct ReadJob {
+  uint64_t context;
+  int peer;
+  size_t pieces_left;
+  bool failed = false;
+};
+
+struct PendingRead {
+  ReadJob* job;
+  uint64_t local_address;
+  uint32_t lkey;
+  uint32_t bytes;
+  uint64_t remote_address;
+  uint32_t rkey;
+};
+
+// One posted send-queue work request, retired when a signalled completion
+// at or after it arrives (send queues complete in order).
+struct SqEntry {
+  uint32_t sequence;
+  int32_t send_buffer;  // -1: none (inline send, credit write, read)
+};
+
+struct Peer {
+  ibv_qp* qp = nullptr;
+  QpPtr owned_qp;  // bootstrap mode; rdma_cm owns its QPs
+  // Flow control: we may send while `limit` is ahead of `sent`.
+  uint32_t sent = 0;
+  uint32_t limit = 0;
+  // Receives we made available to this peer (cumulative) and what it knows.
+  uint32_t granted = 0;
+  uint32_t advertised = 0;
+  // Send queue.
+  int sq_capacity = 0;
+  int sq_used = 0;
+  uint32_t next_sequence = 0;
+  int unsignaled = 0;
+  std::deque<SqEntry> in_flight;
+  int reads_in_flight = 0;
+  int max_reads = 1;
+  std::deque<std::vector<uint8_t>> backlog;  // engine header + payload, waiting for credits
+  std::deque<PendingRead> reads;
+  bool needs_service = false;
+  bool failed = false;
+  uint64_t remote_mailbox = 0;
+  uint32_t remote_mailbox_rkey = 0;
+};
+
+class VerbsTransport final : public Transport {
+ public:
+  VerbsTransport(int rank, int size, const VerbsOptions& options)
+      : rank_(rank),
+        size_(size),
+        settings_(options.settings),
+        max_eager_(std::max<size_t>(4096, options.max_eager_bytes + 64)),
+        use_cm_(options.settings.connect == "rdmacm"),
+        timeout_(options.timeout) {
+    port_ = choose_port(settings_);
+    if (use_cm_) {
+      // rdma_cm creates QPs on its own device context: PD and CQ must live there.
+      cm_ = std::make_unique<CmConnector>(port_, rank_, settings_);
+      context_ = cm_->context();
+    } else {
+      open_context();
+    }
+    check_rc(ibv_query_device(context_, &device_attr_), concat("ibv_query_device(", port_.device, ")"));
+    pd_.reset(check_ptr(ibv_alloc_pd(context_), "ibv_alloc_pd"));
+    plan_queues();
+    create_completion_queue();
+    create_buffers();
+    peers_.resize(static_cast<size_t>(size_));
+    if (settings_.srq) create_srq();
+    psn_ = std::random_device{}() & 0xffffff;
+    for (int p = 0; p < size_; ++p) {
+      if (!use_cm_ || p == rank_) create_qp(p);  // rdma_cm makes the others in connect()
+    }
+    log::info("verbs: ", port_.device, " port ", port_.port, " (", port_.reason, "), active MTU ",
+              mtu_string(port_.attr.active_mtu), ", ", settings_.srq ? "SRQ of " : "receive buffers per QP: ",
+              settings_.srq ? srq_buffers_ : credits_, ", credits per peer ", credits_, ", CQ ", cq_entries_,
+              " entries, connect via ", settings_.connect);
+  }
+
+  ~VerbsTransport() override {
+    // Order matters: stop reading async events (the thread acks what it read),
+    // then QPs (rdma_cm disconnects its own), SRQ, MRs, CQ (after acking its
+    // events), channel, PD, device.
+    monitor_.reset();
+    for (Peer& peer : peers_) peer.owned_qp.reset();
+    if (cm_) cm_->disconnect_all();
+    srq_.reset();
+    send_mr_.reset();
+    recv_mr_.reset();
+    mailbox_mr_.reset();
+    credit_source_mr_.reset();
+    if (unacked_cq_events_ != 0) ibv_ack_cq_events(cq_.get(), unacked_cq_events_);
+    cq_.reset();
+    channel_.reset();
+    pd_.reset();
+    if (epoll_fd_ >= 0) close(epoll_fd_);
+    cm_.reset();  // its listener holds rdma_cm's device context
+    owned_context_.reset();
+  }
+
+  std::string name() const override {
+    return concat("verbs:rc", settings_.srq ? "+srq" : "", use_cm_ ? "+rdmacm" : "");
+  }
+
+  Blob address() override {
+    WireAddress wire{};
+    wire.magic = kWireMagic;
+    wire.version = kWireVersion;
+    wire.lid = port_.attr.lid;
+    std::copy(port_.gid.begin(), port_.gid.end(), wire.gid);
+    wire.psn = psn_;
+    wire.active_mtu = static_cast<uint8_t>(port_.attr.active_mtu);
+    wire.roce = port_.roce ? 1 : 0;
+    wire.responder_resources = static_cast<uint8_t>(std::min(device_attr_.max_qp_rd_atom, kMaxReadsPerQp));
+    wire.initiator_depth = static_cast<uint8_t>(std::min(device_attr_.max_qp_init_rd_atom, kMaxReadsPerQp));
+    wire.credits = credits_;
+    wire.mailbox_address = reinterpret_cast<uintptr_t>(mailbox_.data());
+    wire.mailbox_rkey = mailbox_mr_->rkey;
+    if (cm_) {
+      wire.cm_ipv4 = cm_->listen_ipv4();
+      wire.cm_port = cm_->listen_port();
+    }
+    wire.size = static_cast<uint32_t>(size_);
+    Blob blob(sizeof wire + sizeof(uint32_t) * static_cast<size_t>(size_));
+    std::memcpy(blob.data(), &wire, sizeof wire);
+    for (int p = 0; p < size_; ++p) {
+      uint32_t qpn = peers_[static_cast<size_t>(p)].qp ? peers_[static_cast<size_t>(p)].qp->qp_num : 0;
+      std::memcpy(blob.data() + sizeof wire + sizeof(uint32_t) * static_cast<size_t>(p), &qpn, sizeof qpn);
+    }
+    return blob;
+  }
+
+  void connect(const std::vector<Blob>& blobs) override {
+    if (blobs.size() != static_cast<size_t>(size_)) {
+      fail(Status::internal, "verbs: connect got ", blobs.size(), " addresses for ", size_, " ranks");
+    }
+    std::vector<WireAddress> remote(blobs.size());
+    for (int p = 0; p < size_; ++p) remote[static_cast<size_t>(p)] = parse_address(p, blobs[static_cast<size_t>(p)]);
+    for (int p = 0; p < size_; ++p) {
+      Peer& peer = peers_[static_cast<size_t>(p)];
+      const WireAddress& w = remote[static_cast<size_t>(p)];
+      peer.limit = w.credits;
+      peer.granted = credits_;
+      peer.advertised = credits_;
+      peer.remote_mailbox = w.mailbox_address + sizeof(uint32_t) * static_cast<uint64_t>(rank_);
+      peer.remote_mailbox_rkey = w.mailbox_rkey;
+      // Reads we issue are bounded by what the peer serves and what we may issue.
+      peer.max_reads = std::max(1, std::min<int>(w.responder_resources,
+                                                 std::min(device_attr_.max_qp_init_rd_atom, kMaxReadsPerQp)));
+    }
+    if (cm_) {
+      std::vector<CmPeer> targets(blobs.size());
+      for (int p = 0; p < size_; ++p) {
+        const WireAddress& w = remote[static_cast<size_t>(p)];
+        targets[static_cast<size_t>(p)] = CmPeer{w.cm_ipv4, w.cm_port, peers_[static_cast<size_t>(p)].max_reads,
+                                                 std::min(device_attr_.max_qp_rd_atom, kMaxReadsPerQp)};
+      }
+      cm_->connect_all(targets, pd_.get(), [this](int p) { return qp_init_attr(p); },
+                       [this](int p, ibv_qp* qp) { attach_qp(p, qp); }, timeout_);
+      bring_up(rank_, remote[static_cast<size_t>(rank_)]);
+    } else {
+      for (int p = 0; p < size_; ++p) bring_up(p, remote[static_cast<size_t>(p)]);
+    }
+    for (int p = 0; p < size_; ++p) qp_to_peer_[peers_[static_cast<size_t>(p)].qp->qp_num] = p;
+    monitor_ = std::make_unique<AsyncEventMonitor>(context_, [this](uint32_t qpn) { return peer_of_qp(qpn); });
+    watch(monitor_->event_fd(), "async failure eventfd");
+    connected_ = true;
+  }
+
+  size_t max_eager_bytes() const override { return max_eager_; }
+
+  void post_eager(int peer_rank, const void* header, size_t header_bytes, const void* payload,
+                  size_t payload_bytes) override {
+    Peer& peer = usable_peer(peer_rank);
+    const size_t bytes = header_bytes + payload_bytes;
+    if (bytes > max_eager_) fail(Status::internal, "verbs: eager message of ", bytes, " bytes exceeds ", max_eager_);
+    if (peer.backlog.empty() && try_send(peer_rank, header, header_bytes, payload, payload_bytes)) return;
+    std::vector<uint8_t> message(bytes);
+    if (header_bytes != 0) std::memcpy(message.data(), header, header_bytes);
+    if (payload_bytes != 0) std::memcpy(message.data() + header_bytes, payload, payload_bytes);
+    peer.backlog.push_back(std::move(message));
+    mark_for_service(peer_rank);
+  }
+
+  bool registration_pins_pages() const override { return true; }
+
+  std::unique_ptr<MemoryRegion> register_memory(void* base, size_t length) override {
+    return std::make_unique<VerbsRegion>(
+        register_range(base, length, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ), base, length);
+  }
+
+  void post_read(int peer_rank, RemoteBuffer remote, MemoryRegion& local, size_t local_offset, size_t bytes,
+                 uint64_t context) override {
+    Peer& peer = usable_peer(peer_rank);
+    if (local_offset + bytes > local.length()) {
+      fail(Status::internal, "verbs: read of ", bytes, " bytes at offset ", local_offset, " overruns a ",
+           local.length(), "-byte region");
+    }
+    // One work request moves at most the port's max message size (and 1 GiB here).
+    const size_t piece = std::clamp<size_t>(port_.attr.max_msg_sz, 4096, size_t{1} << 30);
+    const size_t pieces = bytes == 0 ? 0 : 1 + (bytes - 1) / piece;
+    ReadJob& job = jobs_.emplace_back(ReadJob{context, peer_rank, pieces, false});
+    const uint64_t base = reinterpret_cast<uintptr_t>(local.base()) + local_offset;
+    const uint32_t lkey = static_cast<VerbsRegion&>(local).lkey();
+    for (size_t done = 0; done < bytes; done += piece) {
+      const size_t n = std::min(piece, bytes - done);
+      peer.reads.push_back(PendingRead{&job, base + done, lkey, static_cast<uint32_t>(n), remote.address + done,
+                                       static_cast<uint32_t>(remote.key)});
+    }
+    if (bytes == 0) finished_jobs_.push_back(&job);
+    start_reads(peer_rank);
+    if (!peer.reads.empty()) mark_for_service(peer_rank);
+  }
+
+  int poll(Sink& sink) override {
+    int events = report_async_failures(sink);
+    drain_channel();
+    events += drain_cq(sink);
+    events += service_peers();
+    for (ReadJob* job : finished_jobs_) {
+      if (!job->failed) sink.on_read_done(job->context);
+      ++events;
+    }
+    finished_jobs_.clear();
+    while (!jobs_.empty() && jobs_.front().pieces_left == 0) jobs_.pop_front();
+    return events;
+  }
+
+  int wait_fd() override { return epoll_fd_; }
+
+  bool arm() override {
+    if (!service_list_.empty() || !finished_jobs_.empty() || !stash_.empty()) return false;
+    if (monitor_ && monitor_->pending()) return false;
+    check_rc(ibv_req_notify_cq(cq_.get(), 0), "ibv_req_notify_cq");
+    // A completion that landed before the request would not raise an event.
+    ibv_wc found[kCqBatch];
+    int n = ibv_poll_cq(cq_.get(), kCqBatch, found);
+    if (n < 0) fail(Status::transport, "verbs: ibv_poll_cq failed (", n, ")");
+    if (n == 0) return true;
+    stash_.assign(found, found + n);
+    return false;
+  }
+
+ private:
+  // --- setup -------------------------------------------------------------------
+
+  void open_context() {
+    int count = 0;
+    DeviceListPtr list(ibv_get_device_list(&count));
+    for (int i = 0; list && i < count; ++i) {
+      if (port_.device == ibv_get_device_name(list.get()[i])) {
+        owned_context_.reset(check_ptr(ibv_open_device(list.get()[i]), concat("ibv_open_device(", port_.device, ")")));
+        context_ = owned_context_.get();
+        return;
+      }
+    }
+    fail(Status::transport, "verbs: device ", port_.device, " disappeared while opening it");
+  }
+
+  // Receive buffers and credits. Per-QP mode: every peer gets recv_depth
+  // receives on its own QP. SRQ mode: one pool shared by all peers, smaller
+  // than size*recv_depth at scale; each peer's credit share keeps the sum of
+  // credits within the pool, so a sender never finds it empty (no RNR).
+  void plan_queues() {
+    const int depth = settings_.recv_depth;
+    if (settings_.srq) {
+      srq_buffers_ = static_cast<uint32_t>(std::min<int64_t>(int64_t{size_} * depth, std::max(256, 8 * size_)));
+      srq_buffers_ = std::min<uint32_t>(srq_buffers_, static_cast<uint32_t>(device_attr_.max_srq_wr));
+      credits_ = std::max<uint32_t>(1, srq_buffers_ / static_cast<uint32_t>(size_));
+      if (credits_ < 2) {
+        fail(Status::config, "verbs: the device's SRQ holds ", device_attr_.max_srq_wr, " receives, too few for ", size_,
+             " peers (2 each); unset CHORUS_VERBS_SRQ");
+      }
+    } else {
+      credits_ = static_cast<uint32_t>(depth);
+    }
+    const int reads = std::min(device_attr_.max_qp_init_rd_atom, kMaxReadsPerQp);
+    sq_capacity_ = static_cast<int>(credits_) + std::max(reads, 1) + kSpareSendSlots;
+    if (sq_capacity_ > device_attr_.max_qp_wr) {
+      fail(Status::config, "CHORUS_VERBS_RECV_DEPTH=\"", depth, "\": needs ", sq_capacity_,
+           " send work requests per QP but ", port_.device, " allows ", device_attr_.max_qp_wr);
+    }
+    // Every work request that can be outstanding may complete into the CQ.
+    const int64_t sends = int64_t{size_} * sq_capacity_;
+    const int64_t receives = settings_.srq ? int64_t{srq_buffers_} : int64_t{size_} * credits_;
+    const int64_t needed = sends + receives;
+    if (settings_.cq_entries != 0 && settings_.cq_entries < needed) {
+      fail(Status::config, "CHORUS_VERBS_CQ_ENTRIES=\"", settings_.cq_entries, "\": the completion queue must hold ",
+           needed, " entries (", size_, " QPs x ", sq_capacity_, " send work requests + ", receives,
+           " receives) or it could overrun; raise it or lower CHORUS_VERBS_RECV_DEPTH");
+    }
+    if (needed > device_attr_.max_cqe) {
+      fail(Status::config, "verbs: the completion queue needs ", needed, " entries (", size_, " QPs x ", sq_capacity_,
+           " send work requests + ", receives, " receives) but ", port_.device, " allows ", device_attr_.max_cqe,
+           "; lower CHORUS_VERBS_RECV_DEPTH or set CHORUS_VERBS_SRQ=1");
+    }
+    cq_entries_ = static_cast<int>(settings_.cq_entries != 0 ? settings_.cq_entries : needed);
+  }
+
+  void create_completion_queue() {
+    channel_.reset(check_ptr(ibv_create_comp_channel(context_), "ibv_create_comp_channel"));
+    int flags = fcntl(channel_->fd, F_GETFL);
+    if (flags < 0 || fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+      fail_errno("fcntl(O_NONBLOCK) on the completion channel", errno);
+    }
+    cq_.reset(check_ptr(ibv_create_cq(context_, cq_entries_, nullptr, channel_.get(), 0),
+                        concat("ibv_create_cq(", cq_entries_, " entries)")));
+    // One fd for the engine to block on: completions and async failures.
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd_ < 0) fail_errno("epoll_create1", errno);
+    watch(channel_->fd, "completion channel");
+  }
+
+  void watch(int fd, const char* what) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) fail_errno(concat("epoll_ctl(ADD ", what, ")"), errno);
+  }
+
+  ibv_mr* register_range(void* base, size_t length, int access) {
+    // A zero-length registration is refused by some providers; one byte is harmless.
+    return check_ptr(ibv_reg_mr(pd_.get(), base, std::max<size_t>(length, 1), access),
+                     concat("ibv_reg_mr of ", length, " bytes"));
+  }
+
+  size_t slot_bytes() const { return kEagerHeader + max_eager_; }
+
+  void create_buffers() {
+    const size_t receive_slots = settings_.srq ? srq_buffers_ : static_cast<size_t>(size_) * credits_;
+    send_slab_.resize(kSendBuffers * slot_bytes());
+    recv_slab_.resize(receive_slots * slot_bytes());
+    send_mr_.reset(register_range(send_slab_.data(), send_slab_.size(), IBV_ACCESS_LOCAL_WRITE));
+    recv_mr_.reset(register_range(recv_slab_.data(), recv_slab_.size(), IBV_ACCESS_LOCAL_WRITE));
+    mailbox_.assign(static_cast<size_t>(size_), 0);
+    mailbox_mr_.reset(register_range(mailbox_.data(), mailbox_.size() * sizeof(uint32_t),
+                                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+    credit_source_.assign(static_cast<size_t>(size_), 0);
+    credit_source_mr_.reset(
+        register_range(credit_source_.data(), credit_source_.size() * sizeof(uint32_t), IBV_ACCESS_LOCAL_WRITE));
+    for (size_t i = 0; i < kSendBuffers; ++i) free_send_buffers_.push_back(static_cast<int32_t>(kSendBuffers - 1 - i));
+  }
+
+  void create_srq() {
+    ibv_srq_init_attr attr{};
+    attr.attr.max_wr = srq_buffers_;
+    attr.attr.max_sge = 1;
+    srq_.reset(check_ptr(ibv_create_srq(pd_.get(), &attr), concat("ibv_create_srq(", srq_buffers_, " receives)")));
+    for (uint32_t slot = 0; slot < srq_buffers_; ++slot) post_receive(-1, slot);
+  }
+
+  ibv_qp_init_attr qp_init_attr(int /*peer*/) {
+    ibv_qp_init_attr attr{};
+    attr.send_cq = cq_.get();
+    attr.recv_cq = cq_.get();
+    attr.srq = srq_.get();
+    attr.qp_type = IBV_QPT_RC;
+    attr.sq_sig_all = 0;  // selective signalling
+    attr.cap.max_send_wr = static_cast<uint32_t>(sq_capacity_);
+    attr.cap.max_recv_wr = srq_ ? 0 : credits_;
+    attr.cap.max_send_sge = 1;
+    attr.cap.max_recv_sge = 1;
+    attr.cap.max_inline_data = inline_request_;
+    return attr;
+  }
+
+  void create_qp(int p) {
+    // Ask for inline data; a device that offers less refuses the QP, so step down.
+    for (;;) {
+      ibv_qp_init_attr attr = qp_init_attr(p);
+      errno = 0;
+      ibv_qp* qp = ibv_create_qp(pd_.get(), &attr);
+      if (qp != nullptr) {
+        max_inline_ = attr.cap.max_inline_data;
+        Peer& peer = peers_[static_cast<size_t>(p)];
+        peer.owned_qp.reset(qp);
+        peer.qp = qp;
+        to_init(p);  // receives can only be posted from INIT on
+        attach_qp(p, qp);
+        return;
+      }
+      if (inline_request_ == 0 || errno != EINVAL) fail_errno(concat("ibv_create_qp (RC, to rank ", p, ")"), errno, p);
+      inline_request_ /= 4;
+    }
+  }
+
+  // A QP exists (ours or rdma_cm's): size its send queue and post its receives.
+  void attach_qp(int p, ibv_qp* qp) {
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    peer.qp = qp;
+    peer.sq_capacity = sq_capacity_;
+    if (use_cm_) {
+      ibv_qp_attr attr{};
+      ibv_qp_init_attr init{};
+      check_rc(ibv_query_qp(qp, &attr, IBV_QP_CAP, &init), concat("ibv_query_qp (QP to rank ", p, ")"), p);
+      max_inline_ = init.cap.max_inline_data;
+    }
+    if (!srq_) {
+      for (uint32_t i = 0; i < credits_; ++i) post_receive(p, static_cast<uint32_t>(p) * credits_ + i);
+    }
+  }
+
+  void to_init(int p) {
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_INIT;
+    attr.pkey_index = 0;
+    attr.port_num = static_cast<uint8_t>(port_.port);
+    attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+    check_rc(ibv_modify_qp(peers_[static_cast<size_t>(p)].qp, &attr,
+                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+             concat("ibv_modify_qp(INIT) of the QP to rank ", p), p);
+  }
+
+  // RTR then RTS with the peer's QP number, PSN, LID/GID and the common MTU.
+  void bring_up(int p, const WireAddress& remote) {
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    const uint32_t remote_qpn = remote_qpns_[static_cast<size_t>(p)];
+    ibv_qp_attr rtr{};
+    rtr.qp_state = IBV_QPS_RTR;
+    rtr.path_mtu = std::min(port_.attr.active_mtu, static_cast<ibv_mtu>(remote.active_mtu));
+    rtr.dest_qp_num = remote_qpn;
+    rtr.rq_psn = remote.psn;
+    rtr.max_dest_rd_atomic = static_cast<uint8_t>(std::min(device_attr_.max_qp_rd_atom, kMaxReadsPerQp));
+    rtr.min_rnr_timer = 12;  // 0.64 ms; credits mean RNR should never happen
+    rtr.ah_attr.port_num = static_cast<uint8_t>(port_.port);
+    if (remote.roce || port_.roce) {
+      rtr.ah_attr.is_global = 1;
+      std::memcpy(rtr.ah_attr.grh.dgid.raw, remote.gid, 16);
+      rtr.ah_attr.grh.sgid_index = static_cast<uint8_t>(port_.gid_index);
+      rtr.ah_attr.grh.hop_limit = 64;
+    } else {
+      rtr.ah_attr.dlid = remote.lid;
+    }
+    check_rc(ibv_modify_qp(peer.qp, &rtr,
+                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+             concat("ibv_modify_qp(RTR) of the QP to rank ", p, " (remote QP 0x", std::hex, remote_qpn, std::dec,
+                    ", GID ", gid_to_string(to_array(remote.gid)), ")"),
+             p);
+    ibv_qp_attr rts{};
+    rts.qp_state = IBV_QPS_RTS;
+    rts.sq_psn = psn_;
+    rts.timeout = static_cast<uint8_t>(settings_.qp_timeout);
+    rts.retry_cnt = static_cast<uint8_t>(settings_.retry_count);
+    rts.rnr_retry = 7;  // never reached with credits; 7 keeps a slow repost from failing a job
+    rts.max_rd_atomic = static_cast<uint8_t>(peer.max_reads);
+    check_rc(ibv_modify_qp(peer.qp, &rts,
+                           IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                               IBV_QP_MAX_QP_RD_ATOMIC),
+             concat("ibv_modify_qp(RTS) of the QP to rank ", p), p);
+  }
+
+  static std::array<uint8_t, 16> to_array(const uint8_t* gid) {
+    std::array<uint8_t, 16> out{};
+    std::copy(gid, gid + 16, out.begin());
+    return out;
+  }
+
+  WireAddress parse_address(int p, const Blob& blob) {
+    WireAddress wire{};
+    if (blob.size() < sizeof wire) {
+      fail(Status::bootstrap, "verbs: rank ", p, " published a ", blob.size(), "-byte address, expected at least ",
+           sizeof wire, " (is it running the verbs transport?)");
+    }
+    std::memcpy(&wire, blob.data(), sizeof wire);
+    if (wire.magic != kWireMagic || wire.version != kWireVersion) {
+      fail(Status::bootstrap, "verbs: rank ", p, "'s address is not a chorus verbs v", kWireVersion,
+           " address (magic 0x", std::hex, wire.magic, std::dec, ", version ", wire.version,
+           "); all ranks must run the same chorus with CHORUS_TRANSPORT=verbs");
+    }
+    if (wire.size != static_cast<uint32_t>(size_) || blob.size() != sizeof wire + 4 * static_cast<size_t>(size_)) {
+      fail(Status::bootstrap, "verbs: rank ", p, "'s address describes a job of ", wire.size, " ranks, this one has ",
+           size_);
+    }
+    if (static_cast<bool>(wire.roce) != port_.roce) {
+      fail(Status::config, "verbs: rank ", p, " uses ", wire.roce ? "RoCE" : "InfiniBand", " but this rank uses ",
+           port_.roce ? "RoCE" : "InfiniBand", "; set CHORUS_IB_DEVICE/CHORUS_IB_PORT to ports of one fabric");
+    }
+    // The QP the peer created for us.
+    if (remote_qpns_.empty()) remote_qpns_.assign(static_cast<size_t>(size_), 0);
+    std::memcpy(&remote_qpns_[static_cast<size_t>(p)], blob.data() + sizeof wire + 4 * static_cast<size_t>(rank_), 4);
+    return wire;
+  }
+
+  int peer_of_qp(uint32_t qpn) const {
+    auto it = qp_to_peer_.find(qpn);
+    return it == qp_to_peer_.end() ? -1 : it->second;
+  }
+
+  // --- sending -------------------------------------------------------------------
+
+  Peer& usable_peer(int p) {
+    if (p < 0 || p >= size_ || !connected_) {
+      fail(Status::invalid_argument, "verbs: rank ", p, " is not a connected peer (0..", size_ - 1, ")");
+    }
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    if (peer.failed) {
+      throw Error(Status::peer_failed, concat("verbs: the connection to rank ", p, " failed earlier"), p);
+    }
+    if (fatal_) throw *fatal_;
+    return peer;
+  }
+
+  void refresh_credits(Peer& peer, int p) {
+    const uint32_t written = __atomic_load_n(&mailbox_[static_cast<size_t>(p)], __ATOMIC_ACQUIRE);
+    if (ahead(written, peer.limit)) peer.limit = written;
+  }
+
+  // Whether the next work request on this QP must be signalled: periodically,
+  // so unsignalled entries are retired, and early when bounce buffers run low.
+  bool want_signal(Peer& peer, bool uses_buffer) {
+    const int interval = std::max(1, std::min(16, peer.sq_capacity / 4));
+    if (++peer.unsignaled >= interval || (uses_buffer && free_send_buffers_.size() < kSendBuffers / 4) ||
+        peer.sq_used + 1 >= peer.sq_capacity) {
+      peer.unsignaled = 0;
+      return true;
+    }
+    return false;
+  }
+
+  uint32_t push_sq_entry(Peer& peer, int32_t send_buffer) {
+    const uint32_t sequence = peer.next_sequence++;
+    peer.in_flight.push_back(SqEntry{sequence, send_buffer});
+    ++peer.sq_used;
+    return sequence;
+  }
+
+  // Sends now if credits, a send-queue slot and (unless inlined) a bounce
+  // buffer are free; false means "queue it" and nothing was posted.
+  bool try_send(int p, const void* header, size_t header_bytes, const void* payload, size_t payload_bytes) {
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    if (!ahead(peer.limit, peer.sent)) refresh_credits(peer, p);
+    if (!ahead(peer.limit, peer.sent) || peer.sq_used >= peer.sq_capacity) return false;
+    const size_t bytes = kEagerHeader + header_bytes + payload_bytes;
+    const bool inline_send = bytes <= std::min<size_t>(max_inline_, kRequestedInline);
+    if (!inline_send && free_send_buffers_.empty()) return false;
+
+    uint8_t staging[kRequestedInline];
+    int32_t buffer = -1;
+    uint8_t* out = staging;
+    if (!inline_send) {
+      buffer = free_send_buffers_.back();
+      free_send_buffers_.pop_back();
+      out = &send_slab_[static_cast<size_t>(buffer) * slot_bytes()];
+    }
+    const EagerHeader eager{peer.granted, 0};
+    std::memcpy(out, &eager, kEagerHeader);
+    if (header_bytes != 0) std::memcpy(out + kEagerHeader, header, header_bytes);
+    if (payload_bytes != 0) std::memcpy(out + kEagerHeader + header_bytes, payload, payload_bytes);
+
+    ibv_sge sge{reinterpret_cast<uintptr_t>(out), static_cast<uint32_t>(bytes), send_mr_->lkey};
+    ibv_send_wr wr{};
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = (inline_send ? IBV_SEND_INLINE : 0) | (want_signal(peer, !inline_send) ? IBV_SEND_SIGNALED : 0);
+    const uint32_t sequence = push_sq_entry(peer, buffer);
+    wr.wr_id = make_wr_id(WrKind::send, p, sequence);
+    post_send(peer, p, wr, concat("ibv_post_send (eager, ", bytes, " bytes, to rank ", p, ")"));
+    ++peer.sent;
+    peer.advertised = peer.granted;
+    return true;
+  }
+
+  void post_send(Peer& peer, int p, ibv_send_wr& wr, const std::string& what) {
+    ibv_send_wr* bad = nullptr;
+    int rc = ibv_post_send(peer.qp, &wr, &bad);
+    if (rc != 0) {
+      // Nothing was posted: undo the bookkeeping before reporting.
+      if (peer.in_flight.back().send_buffer >= 0) free_send_buffers_.push_back(peer.in_flight.back().send_buffer);
+      peer.in_flight.pop_back();
+      --peer.sq_used;
+      --peer.next_sequence;
+      fail_errno(what, rc, p);
+    }
+  }
+
+  // Tells the peer how many receives we have made available to it, by an
+  // RDMA WRITE into its mailbox: no receive consumed, so credits never
+  // depend on credits.
+  bool send_credit_update(int p) {
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    if (peer.sq_used >= peer.sq_capacity) return false;
+    credit_source_[static_cast<size_t>(p)] = peer.granted;
+    ibv_sge sge{reinterpret_cast<uintptr_t>(&credit_source_[static_cast<size_t>(p)]), sizeof(uint32_t),
+                credit_source_mr_->lkey};
+    ibv_send_wr wr{};
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.wr.rdma.remote_addr = peer.remote_mailbox;
+    wr.wr.rdma.rkey = peer.remote_mailbox_rkey;
+    wr.send_flags = (max_inline_ >= sizeof(uint32_t) ? IBV_SEND_INLINE : 0) |
+                    (want_signal(peer, false) ? IBV_SEND_SIGNALED : 0);
+    const uint32_t sequence = push_sq_entry(peer, -1);
+    wr.wr_id = make_wr_id(WrKind::credit_write, p, sequence);
+    post_send(peer, p, wr, concat("ibv_post_send (credit RDMA WRITE to rank ", p, ")"));
+    peer.advertised = peer.granted;
+    ++credit_writes_;
+    return true;
+  }
+
+  bool credit_update_due(const Peer& peer) const { return peer.granted - peer.advertised >= std::max(1u, credits_ / 2); }
+
+  void start_reads(int p) {
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    while (!peer.reads.empty() && peer.reads_in_flight < peer.max_reads && peer.sq_used < peer.sq_capacity) {
+      PendingRead& read = peer.reads.front();
+      ibv_sge sge{read.local_address, read.bytes, read.lkey};
+      ibv_send_wr wr{};
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_RDMA_READ;
+      wr.send_flags = IBV_SEND_SIGNALED;  // each piece completes a job
+      wr.wr.rdma.remote_addr = read.remote_address;
+      wr.wr.rdma.rkey = read.rkey;
+      peer.unsignaled = 0;
+      const uint32_t sequence = push_sq_entry(peer, -1);
+      const uint32_t op = allocate_read_op(read.job);
+      wr.wr_id = make_wr_id(WrKind::read, p, op);
+      read_ops_[op].sequence = sequence;
+      ibv_send_wr* bad = nullptr;
+      int rc = ibv_post_send(peer.qp, &wr, &bad);
+      if (rc != 0) {
+        peer.in_flight.pop_back();
+        --peer.sq_used;
+        --peer.next_sequence;
+        free_read_ops_.push_back(op);
+        fail_errno(concat("ibv_post_send (RDMA READ of ", read.bytes, " bytes from rank ", p, ")"), rc, p);
+      }
+      ++peer.reads_in_flight;
+      peer.reads.pop_front();
+    }
+  }
+
+  struct ReadOp {
+    ReadJob* job = nullptr;
+    uint32_t sequence = 0;
+  };
+
+  uint32_t allocate_read_op(ReadJob* job) {
+    if (free_read_ops_.empty()) {
+      read_ops_.emplace_back();
+      free_read_ops_.push_back(static_cast<uint32_t>(read_ops_.size() - 1));
+    }
+    uint32_t op = free_read_ops_.back();
+    free_read_ops_.pop_back();
+    read_ops_[op].job = job;
+    return op;
+  }
+
+  void mark_for_service(int p) {
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    if (!peer.needs_service) {
+      peer.needs_service = true;
+      service_list_.push_back(p);
+    }
+  }
+
+  // Backlogged sends, pending reads and due credit updates, peer by peer.
+  int service_peers() {
+    int progressed = 0;
+    const size_t count = service_list_.size();
+    for (size_t i = 0; i < count; ++i) {
+      const int p = service_list_.front();
+      service_list_.pop_front();
+      Peer& peer = peers_[static_cast<size_t>(p)];
+      peer.needs_service = false;
+      if (peer.failed) {
+        // The engine already failed every request involving this peer.
+        peer.backlog.clear();
+        for (PendingRead& read : peer.reads) {
+          read.job->failed = true;
+          if (--read.job->pieces_left == 0) finished_jobs_.push_back(read.job);
+        }
+        peer.reads.clear();
+        continue;
+      }
+      while (!peer.backlog.empty()) {
+        auto& message = peer.backlog.front();
+        if (!try_send(p, message.data(), message.size(), nullptr, 0)) break;
+        peer.backlog.pop_front();
+        ++progressed;
+      }
+      start_reads(p);
+      if (credit_update_due(peer) && send_credit_update(p)) ++progressed;
+      if (!peer.backlog.empty() || !peer.reads.empty() || credit_update_due(peer)) mark_for_service(p);
+    }
+    return progressed;
+  }
+
+  // --- receiving -------------------------------------------------------------------
+
+  void post_receive(int p, uint32_t slot) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(&recv_slab_[slot * slot_bytes()]), static_cast<uint32_t>(slot_bytes()),
+                recv_mr_->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = make_wr_id(WrKind::recv, std::max(p, 0), slot);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    if (srq_) {
+      check_rc(ibv_post_srq_recv(srq_.get(), &wr, &bad), "ibv_post_srq_recv (reposting an eager buffer)");
+    } else {
+      check_rc(ibv_post_recv(peers_[static_cast<size_t>(p)].qp, &wr, &bad),
+               concat("ibv_post_recv (eager buffer for rank ", p, ")"), p);
+    }
+  }
+
+  void drain_channel() {
+    ibv_cq* cq = nullptr;
+    void* context = nullptr;
+    while (ibv_get_cq_event(channel_.get(), &cq, &context) == 0) {
+      // Acking takes a lock: batch it (all must be acked before the CQ is destroyed).
+      if (++unacked_cq_events_ >= kAckCqEventsEvery) {
+        ibv_ack_cq_events(cq_.get(), unacked_cq_events_);
+        unacked_cq_events_ = 0;
+      }
+    }
+  }
+
+  int drain_cq(Sink& sink) {
+    int events = 0;
+    if (!stash_.empty()) {
+      std::vector<ibv_wc> stashed;
+      stashed.swap(stash_);
+      for (const ibv_wc& wc : stashed) complete(sink, wc);
+      events += static_cast<int>(stashed.size());
+    }
+    ibv_wc batch[kCqBatch];
+    for (;;) {
+      int n = ibv_poll_cq(cq_.get(), kCqBatch, batch);
+      if (n < 0) fail(Status::transport, "verbs: ibv_poll_cq failed (", n, ")");
+      for (int i = 0; i < n; ++i) complete(sink, batch[i]);
+      events += n;
+      if (n < kCqBatch) return events;
+    }
+  }
+
+  void complete(Sink& sink, const ibv_wc& wc) {
+    if (wc.status != IBV_WC_SUCCESS) return complete_with_error(sink, wc);
+    const WrKind kind = wr_kind(wc.wr_id);
+    switch (kind) {
+      case WrKind::send:
+      case WrKind::credit_write:
+        retire(wr_peer(wc.wr_id), wr_value(wc.wr_id));
+        return;
+      case WrKind::read: {
+        ReadOp& op = read_ops_[wr_value(wc.wr_id)];
+        const int p = wr_peer(wc.wr_id);
+        retire(p, op.sequence);
+        finish_read_piece(p, wr_value(wc.wr_id));
+        return;
+      }
+      case WrKind::recv:
+        return receive(sink, wc);
+    }
+  }
+
+  void retire(int p, uint32_t sequence) {
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    while (!peer.in_flight.empty()) {
+      SqEntry entry = peer.in_flight.front();
+      if (ahead(entry.sequence, sequence)) break;
+      peer.in_flight.pop_front();
+      --peer.sq_used;
+      if (entry.send_buffer >= 0) free_send_buffers_.push_back(entry.send_buffer);
+    }
+    if (!peer.backlog.empty() || !peer.reads.empty()) mark_for_service(p);
+  }
+
+  void finish_read_piece(int p, uint32_t op_index) {
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    --peer.reads_in_flight;
+    ReadJob* job = read_ops_[op_index].job;
+    free_read_ops_.push_back(op_index);
+    if (--job->pieces_left == 0) finished_jobs_.push_back(job);
+    if (!peer.reads.empty()) mark_for_service(p);
+  }
+
+  void receive(Sink& sink, const ibv_wc& wc) {
+    const uint32_t slot = wr_value(wc.wr_id);
+    const int p = srq_ ? peer_of_qp(wc.qp_num) : wr_peer(wc.wr_id);
+    if (p < 0) {
+      post_receive(-1, slot);
+      sink.on_error(0, -1, Error(Status::internal, concat("verbs: eager message on unknown QP 0x", std::hex, wc.qp_num)));
+      return;
+    }
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    const uint8_t* data = &recv_slab_[slot * slot_bytes()];
+    if (wc.byte_len < kEagerHeader) {
+      post_receive(p, slot);
+      sink.on_error(0, p, Error(Status::internal, concat("verbs: malformed eager message of ", wc.byte_len,
+                                                         " bytes from rank ", p), p));
+      return;
+    }
+    EagerHeader header{};
+    std::memcpy(&header, data, kEagerHeader);
+    if (ahead(header.granted, peer.limit)) peer.limit = header.granted;
+    sink.on_eager(p, data + kEagerHeader, wc.byte_len - kEagerHeader);
+    post_receive(p, slot);  // after the sink is done with the bytes
+    ++peer.granted;
+    if (!peer.backlog.empty() || credit_update_due(peer)) mark_for_service(p);
+  }
+
+  // On an error completion only wr_id, status, qp_num and vendor_err are valid.
+  void complete_with_error(Sink& sink, const ibv_wc& wc) {
+    const WrKind kind = wr_kind(wc.wr_id);
+    int p = kind == WrKind::recv && srq_ ? peer_of_qp(wc.qp_num) : wr_peer(wc.wr_id);
+    if (kind == WrKind::recv && wc.status == IBV_WC_WR_FLUSH_ERR) return;  // QP left RTS: receives flushed
+    Error failure(Status::peer_failed,
+                  concat("verbs: ", kind_text(kind), " rank ", p, " failed: ", ibv_wc_status_str(wc.status),
+                         " (status ", static_cast<int>(wc.status), ", vendor_err 0x", std::hex, wc.vendor_err,
+                         ", QP 0x", wc.qp_num, std::dec, ")",
+                         wc.status == IBV_WC_RETRY_EXC_ERR ? "; the peer is unreachable or its process died" : ""),
+                  p);
+    if (p < 0 || p >= size_) {
+      sink.on_error(0, -1, failure);
+      return;
+    }
+    Peer& peer = peers_[static_cast<size_t>(p)];
+    switch (kind) {
+      case WrKind::send:
+      case WrKind::credit_write:
+        retire(p, wr_value(wc.wr_id));
+        break;
+      case WrKind::read: {
+        ReadOp& op = read_ops_[wr_value(wc.wr_id)];
+        retire(p, op.sequence);
+        op.job->failed = true;
+        const uint64_t context = op.job->context;
+        finish_read_piece(p, wr_value(wc.wr_id));
+        sink.on_error(context, p, failure);
+        break;
+      }
+      case WrKind::recv:
+        break;
+    }
+    if (!peer.failed) {
+      peer.failed = true;
+      log::warn(failure.what());
+      sink.on_error(0, p, failure);
+    }
+  }
+
+  int report_async_failures(Sink& sink) {
+    if (!monitor_ || !monitor_->pending()) return 0;
+    int events = 0;
+    for (AsyncFailure& failure : monitor_->take()) {
+      if (failure.peer >= 0 && failure.peer < size_) {
+        peers_[static_cast<size_t>(failure.peer)].failed = true;
+      } else {
+        fatal_ = failure.error;
+      }
+      sink.on_error(0, failure.peer, failure.error);
+      ++events;
+    }
+    return events;
+  }
+
+  int rank_;
+  int size_;
+  config::VerbsSettings settings_;
+  size_t max_eager_;
+  bool use_cm_;
+  std::chrono::milliseconds timeout_;
+  PortChoice port_;
+  ibv_context* context_ = nullptr;
+  ContextPtr owned_context_;
+  ibv_device_attr device_attr_{};
+  PdPtr pd_;
+  ChannelPtr channel_;
+  CqPtr cq_;
+  SrqPtr srq_;
+  int epoll_fd_ = -1;
+  unsigned unacked_cq_events_ = 0;
+  std::vector<ibv_wc> stash_;  // completions found while arming
+
+  uint32_t credits_ = 0;
+  uint32_t srq_buffers_ = 0;
+  int sq_capacity_ = 0;
+  int cq_entries_ = 0;
+  uint32_t inline_request_ = kRequestedInline;
+  uint32_t max_inline_ = 0;
+  uint32_t psn_ = 0;
+
+  std::vector<uint8_t> send_slab_, recv_slab_;
+  MrPtr send_mr_, recv_mr_;
+  std::vector<int32_t> free_send_buffers_;
+  std::vector<uint32_t> mailbox_;        // mailbox_[p]: receives rank p granted us (written by p)
+  std::vector<uint32_t> credit_source_;  // staging for credit writes that cannot be inlined
+  MrPtr mailbox_mr_, credit_source_mr_;
+  uint64_t credit_writes_ = 0;
+
+  std::vector<Peer> peers_;
+  std::vector<uint32_t> remote_qpns_;
+  std::unordered_map<uint32_t, int> qp_to_peer_;
+  std::deque<int> service_list_;
+
+  std::deque<ReadJob> jobs_;  // deque: pointers stay valid
+  std::vector<ReadOp> read_ops_;
+  std::vector<uint32_t> free_read_ops_;
+  std::vector<ReadJob*> finished_jobs_;
+
+  std::unique_ptr<CmConnector> cm_;
+  std::unique_ptr<AsyncEventMonitor> monitor_;
+  std::optional<Error> fatal_;
+  bool connected_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_verbs_transport(int rank, int size, const VerbsOptions& options) {
+  return std::make_unique<VerbsTransport>(rank, size, options);
+}
+
+}  // namespace chorus::transport
