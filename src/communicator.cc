@@ -124,11 +124,30 @@ void CommunicatorImpl::guarded(const char* what, Body&& body) {
   try {
     body();
   } catch (const Error& e) {
-    sticky_error_ = Error(e.status(), concat(what, " on rank ", job_.rank, " failed: ", e.what()), e.peer());
+    sticky_error_ = Error(e.status(), concat(what, " on rank ", job_.rank, " failed: ", e.what(), launcher_report(e)),
+                          e.peer());
     throw *sticky_error_;
   } catch (const std::exception& e) {
     sticky_error_ = Error(Status::internal, concat(what, " on rank ", job_.rank, " failed: ", e.what()));
     throw *sticky_error_;
+  }
+}
+
+// A timeout or lost peer is often the echo of a rank that died elsewhere:
+// the peer we waited on was itself waiting. chorusrun records the first rank
+// that failed in the store; adding it names the real culprit.
+std::string CommunicatorImpl::launcher_report(const Error& error) {
+  const Status status = error.status();
+  if (!bootstrap_ || (status != Status::timeout && status != Status::peer_failed && status != Status::transport)) {
+    return "";
+  }
+  try {
+    auto& store = bootstrap_->store();
+    if (!store.check("chorus/failed")) return "";
+    auto report = store.get("chorus/failed");
+    return concat("; chorusrun reports: ", std::string(report.begin(), report.end()));
+  } catch (const std::exception&) {
+    return "";  // the store may be gone with the failed rank
   }
 }
 

@@ -52,6 +52,7 @@ class CommunicatorImpl {
   void connect();
   void leave_job();
   void check_usable() const;
+  std::string launcher_report(const Error& error);
   void validate(Collective op, const coll::Args& args) const;
   void run_single_rank(Collective op, const coll::Args& args);
   const coll::Algorithm& choose(Collective op, size_t bytes) const;

@@ -132,6 +132,8 @@ const std::vector<VariableDoc>& variables() {
        "completion queue size; setup fails if it is smaller than the work requests that can be outstanding"},
       {"CHORUS_VERBS_QP_TIMEOUT", "14", "RC local ACK timeout exponent: 4.096 us * 2^value per try (1..31)"},
       {"CHORUS_VERBS_RETRY_COUNT", "7", "RC transport retries before a send fails (0..7)"},
+      {"CHORUS_TEST_VERBS_QP_ERROR", "unset",
+       "test hook, PEER:N: after N eager sends every other rank moves its QP to PEER into the error state"},
       {"CHORUS_TIMEOUT", "300", "seconds any single wait may take before it fails with CHORUS_ERR_TIMEOUT"},
       {"CHORUS_EAGER_LIMIT", "16K", "messages up to this size are sent eagerly; larger ones use rendezvous RDMA READ"},
       {"CHORUS_RDV_CHUNK", "1M", "size of each RDMA READ a rendezvous receive issues"},
@@ -169,6 +171,14 @@ Settings Settings::from_env() {
   v.cq_entries = static_cast<int>(env_int("CHORUS_VERBS_CQ_ENTRIES", v.cq_entries, 1, 1 << 24));
   v.qp_timeout = static_cast<int>(env_int("CHORUS_VERBS_QP_TIMEOUT", v.qp_timeout, 1, 31));
   v.retry_count = static_cast<int>(env_int("CHORUS_VERBS_RETRY_COUNT", v.retry_count, 0, 7));
+  if (auto hook = get("CHORUS_TEST_VERBS_QP_ERROR")) {
+    auto colon = hook->find(':');
+    auto peer = colon == std::string::npos ? std::nullopt : parse_int(hook->substr(0, colon), 0, 1 << 20);
+    auto after = colon == std::string::npos ? std::nullopt : parse_int(hook->substr(colon + 1), 0, 1 << 30);
+    if (!peer || !after) bad_value("CHORUS_TEST_VERBS_QP_ERROR", *hook, "PEER:N (rank and eager-send count)");
+    v.test_qp_error_peer = static_cast<int>(*peer);
+    v.test_qp_error_after = static_cast<int>(*after);
+  }
   // The logger reads it on its own (it must work before this runs); a bad value still stops init.
   env_choice("CHORUS_LOG_LEVEL", "warn", {"error", "warn", "info", "debug"});
   return s;

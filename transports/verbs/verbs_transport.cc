@@ -272,6 +272,7 @@ class VerbsTransport final : public Transport {
   void post_eager(int peer_rank, const void* header, size_t header_bytes, const void* payload,
                   size_t payload_bytes) override {
     Peer& peer = usable_peer(peer_rank);
+    maybe_inject_qp_error();
     const size_t bytes = header_bytes + payload_bytes;
     if (bytes > max_eager_) fail(Status::internal, "verbs: eager message of ", bytes, " bytes exceeds ", max_eager_);
     if (peer.backlog.empty() && try_send(peer_rank, header, header_bytes, payload, payload_bytes)) return;
@@ -599,6 +600,23 @@ class VerbsTransport final : public Transport {
     }
     if (fatal_) throw *fatal_;
     return peer;
+  }
+
+  // CHORUS_TEST_VERBS_QP_ERROR: what a broken link or a remote access error
+  // does to a QP, on demand, so the fault tests can show it is reported.
+  void maybe_inject_qp_error() {
+    // Every rank gets the variable; the named peer itself ignores it.
+    if (settings_.test_qp_error_peer < 0 || settings_.test_qp_error_peer >= size_ ||
+        settings_.test_qp_error_peer == rank_) {
+      return;
+    }
+    if (eager_posts_++ != static_cast<uint64_t>(settings_.test_qp_error_after)) return;
+    const int p = settings_.test_qp_error_peer;
+    log::warn("verbs: test hook: moving the QP to rank ", p, " into the error state");
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    check_rc(ibv_modify_qp(peers_[static_cast<size_t>(p)].qp, &attr, IBV_QP_STATE),
+             concat("ibv_modify_qp(ERR) of the QP to rank ", p, " (test hook)"), p);
   }
 
   void refresh_credits(Peer& peer, int p) {
@@ -991,6 +1009,7 @@ class VerbsTransport final : public Transport {
   std::vector<uint32_t> credit_source_;  // staging for credit writes that cannot be inlined
   MrPtr mailbox_mr_, credit_source_mr_;
   uint64_t credit_writes_ = 0;
+  uint64_t eager_posts_ = 0;
 
   std::vector<Peer> peers_;
   std::vector<uint32_t> remote_qpns_;

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs one fault trial and checks what DESIGN.md §9 promises: every surviving
+# rank gets an error naming the failed peer within CHORUS_TIMEOUT, chorusrun
+# exits non-zero, and no process is left.
+#   survivors_report.sh CHORUSRUN FAULT_PROGRAM RANKS TIMEOUT EXPECTED_NAMING [chorusrun args] -- [chorus-fault args]
+# EXPECTED_NAMING: how many ranks must print "names the failed peer".
+set -uo pipefail
+chorusrun=$1 program=$2 ranks=$3 timeout_seconds=$4 expected=$5
+shift 5
+launcher_args=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do launcher_args+=("$1"); shift; done
+[ "${1:-}" = "--" ] && shift
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+start=$(date +%s.%N)
+# The grace lets survivors report instead of being stopped at the first death.
+timeout $((timeout_seconds * 3 + 30)) "$chorusrun" -n "$ranks" --timeout "$timeout_seconds" \
+  --failure-grace $((timeout_seconds + 10)) "${launcher_args[@]}" "$program" "$@" >"$log" 2>&1
+status=$?
+elapsed=$(echo "$(date +%s.%N) - $start" | bc)
+
+grep -E 'error after|failing now|chorusrun:' "$log" | cut -c1-400
+named=$(grep -c 'names the failed peer' "$log")
+failures=0
+[ "$status" -ne 0 ] || { echo "FAIL: chorusrun exited 0"; failures=1; }
+[ "$status" -ne 124 ] || { echo "FAIL: the job hung"; failures=1; }
+[ "$named" -eq "$expected" ] || { echo "FAIL: $named ranks named the failed peer, expected $expected"; failures=1; }
+if grep -q 'DOES NOT NAME\|no error after\|WRONG RESULT' "$log"; then echo "FAIL: a rank missed the fault"; failures=1; fi
+# Each survivor's error must come within CHORUS_TIMEOUT of the fault (plus start-up).
+limit=$((timeout_seconds + 15))
+[ "$(echo "$elapsed < $limit" | bc)" = 1 ] || { echo "FAIL: took ${elapsed}s (limit ${limit}s)"; failures=1; }
+sleep 0.3
+left=$(pgrep -x "$(basename "$program" | cut -c1-15)" || true)
+[ -z "$left" ] || { echo "FAIL: processes left: $left"; pkill -9 -x "$(basename "$program" | cut -c1-15)"; failures=1; }
+if [ $failures -ne 0 ]; then echo "--- output"; tail -n 40 "$log"; exit 1; fi
+echo "survivors_report: OK: $named of $ranks ranks named the failed peer; chorusrun exit $status after ${elapsed}s (timeout ${timeout_seconds}s)"
