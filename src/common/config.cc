@@ -139,6 +139,10 @@ const std::vector<VariableDoc>& variables() {
       {"CHORUS_RDV_CHUNK", "1M", "size of each RDMA READ a rendezvous receive issues"},
       {"CHORUS_RDV_READS", "4", "RDMA READs in flight per rendezvous receive (1..64)"},
       {"CHORUS_REG_CACHE_BYTES", "1G", "upper bound on bytes kept registered by the registration cache"},
+      {"CHORUS_LEAVE_PINNED", "0",
+       "1: keep registrations of application buffers cached on pinning transports (verbs) too, like Open MPI's "
+       "mpi_leave_pinned; only safe if the application never frees a buffer it passed to chorus while the "
+       "communicator lives"},
       {"CHORUS_SPIN_US", "50", "microseconds to busy-poll before blocking on the transport (0..1000000)"},
       {"CHORUS_ALGO_<OP>", "auto",
        "force an algorithm for one collective, e.g. CHORUS_ALGO_ALLREDUCE=ring (chorus_info lists the names)"},
@@ -158,6 +162,7 @@ Settings Settings::from_env() {
   s.rendezvous_chunk = env_bytes("CHORUS_RDV_CHUNK", s.rendezvous_chunk, 4096, 1ull << 30);
   s.reads_in_flight = static_cast<int>(env_int("CHORUS_RDV_READS", s.reads_in_flight, 1, 64));
   s.reg_cache_bytes = env_bytes("CHORUS_REG_CACHE_BYTES", s.reg_cache_bytes, 0, 1ull << 40);
+  s.leave_pinned = env_bool("CHORUS_LEAVE_PINNED", s.leave_pinned);
   s.spin = std::chrono::microseconds(env_int("CHORUS_SPIN_US", s.spin.count(), 0, 1000000));
   s.transport = env_choice("CHORUS_TRANSPORT", s.transport, {"auto", "ofi", "verbs", "inproc"});
   if (auto provider = get("CHORUS_OFI_PROVIDER")) s.ofi_provider = *provider;

@@ -68,6 +68,7 @@ struct Settings {
   uint64_t rendezvous_chunk = 1 << 20;                           // CHORUS_RDV_CHUNK
   int reads_in_flight = 4;                                       // CHORUS_RDV_READS
   uint64_t reg_cache_bytes = 1ull << 30;                         // CHORUS_REG_CACHE_BYTES
+  bool leave_pinned = false;                                     // CHORUS_LEAVE_PINNED
   std::chrono::microseconds spin{std::chrono::microseconds(50)}; // CHORUS_SPIN_US
   std::string transport = "auto";                                // CHORUS_TRANSPORT
   std::string ofi_provider;                                      // CHORUS_OFI_PROVIDER ("" = auto)

@@ -74,7 +74,7 @@ class Engine::Impl final : public transport::Sink {
         size_(size),
         settings_(settings),
         eager_limit_(std::min<size_t>(settings.eager_limit, transport.max_eager_bytes() - sizeof(MessageHeader))),
-        reg_cache_(transport, settings.reg_cache_bytes),
+        reg_cache_(transport, settings.reg_cache_bytes, settings.leave_pinned),
         // With more ranks than cores, a spinning rank steals the core of the
         // peer it waits for: give the core away as soon as a poll is empty.
         oversubscribed_(static_cast<unsigned>(local_size) > usable_cpus()),

@@ -13,8 +13,8 @@ uintptr_t page_size() {
 }
 }  // namespace
 
-RegCache::RegCache(transport::Transport& transport, uint64_t max_bytes)
-    : transport_(transport), max_bytes_(max_bytes), pinning_(transport.registration_pins_pages()) {}
+RegCache::RegCache(transport::Transport& transport, uint64_t max_bytes, bool leave_pinned)
+    : transport_(transport), max_bytes_(max_bytes), pinning_(transport.registration_pins_pages() && !leave_pinned) {}
 
 std::shared_ptr<transport::MemoryRegion> RegCache::acquire(const void* base, size_t bytes) {
   const uintptr_t start = reinterpret_cast<uintptr_t>(base);

@@ -22,7 +22,9 @@ namespace chorus::p2p {
 
 class RegCache {
  public:
-  RegCache(transport::Transport& transport, uint64_t max_bytes);
+  // leave_pinned: cache application memory even on pinning transports
+  // (CHORUS_LEAVE_PINNED; the application promises not to free it).
+  RegCache(transport::Transport& transport, uint64_t max_bytes, bool leave_pinned = false);
 
   // Memory whose lifetime chorus controls (collective scratch): registered
   // now and served from the cache until forget().

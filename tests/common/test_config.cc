@@ -93,8 +93,18 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"CHORUS_RDV_READS", "4x", "integer from 1 to 64"},
                       BadValue{"CHORUS_REG_CACHE_BYTES", "lots", "byte count"},
                       BadValue{"CHORUS_SPIN_US", "-1", "integer from 0 to 1000000"},
-                      BadValue{"CHORUS_TRANSPORT", "carrier-pigeon", "one of auto, ofi, inproc"},
-                      BadValue{"CHORUS_LOG_LEVEL", "loud", "one of error, warn, info, debug"}),
+                      BadValue{"CHORUS_TRANSPORT", "carrier-pigeon", "one of auto, ofi, verbs, inproc"},
+                      BadValue{"CHORUS_LOG_LEVEL", "loud", "one of error, warn, info, debug"},
+                      BadValue{"CHORUS_IB_PORT", "0", "integer from 1 to 255"},
+                      BadValue{"CHORUS_IB_GID_INDEX", "first", "integer from 0 to 1023"},
+                      BadValue{"CHORUS_VERBS_SRQ", "maybe", "one of 1, 0, true, false"},
+                      BadValue{"CHORUS_VERBS_CONNECT", "pigeon", "one of bootstrap, rdmacm"},
+                      BadValue{"CHORUS_VERBS_RECV_DEPTH", "1", "integer from 2 to 4096"},
+                      BadValue{"CHORUS_VERBS_CQ_ENTRIES", "0", "integer from 1 to 16777216"},
+                      BadValue{"CHORUS_VERBS_QP_TIMEOUT", "32", "integer from 1 to 31"},
+                      BadValue{"CHORUS_VERBS_RETRY_COUNT", "8", "integer from 0 to 7"},
+                      BadValue{"CHORUS_LEAVE_PINNED", "perhaps", "one of 1, 0, true, false"},
+                      BadValue{"CHORUS_TEST_VERBS_QP_ERROR", "1", "PEER:N"}),
     [](const ::testing::TestParamInfo<BadValue>& info) { return std::to_string(info.index); });
 
 TEST(Config, Booleans) {

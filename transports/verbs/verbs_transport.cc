@@ -189,6 +189,8 @@ class VerbsTransport final : public Transport {
     recv_mr_.reset();
     mailbox_mr_.reset();
     credit_source_mr_.reset();
+    armed_ = true;
+    drain_channel();  // events read are acked below; unread ones do not hold the CQ
     if (unacked_cq_events_ != 0) ibv_ack_cq_events(cq_.get(), unacked_cq_events_);
     cq_.reset();
     channel_.reset();
@@ -333,6 +335,7 @@ class VerbsTransport final : public Transport {
     if (!service_list_.empty() || !finished_jobs_.empty() || !stash_.empty()) return false;
     if (monitor_ && monitor_->pending()) return false;
     check_rc(ibv_req_notify_cq(cq_.get(), 0), "ibv_req_notify_cq");
+    armed_ = true;
     // A completion that landed before the request would not raise an event.
     ibv_wc found[kCqBatch];
     int n = ibv_poll_cq(cq_.get(), kCqBatch, found);
@@ -826,6 +829,9 @@ class VerbsTransport final : public Transport {
   }
 
   void drain_channel() {
+    // Only after arming can events be there: spinning polls skip the syscall.
+    if (!armed_) return;
+    armed_ = false;
     ibv_cq* cq = nullptr;
     void* context = nullptr;
     while (ibv_get_cq_event(channel_.get(), &cq, &context) == 0) {
@@ -992,6 +998,7 @@ class VerbsTransport final : public Transport {
   SrqPtr srq_;
   int epoll_fd_ = -1;
   unsigned unacked_cq_events_ = 0;
+  bool armed_ = false;  // notifications requested since the channel was last drained
   std::vector<ibv_wc> stash_;  // completions found while arming
 
   uint32_t credits_ = 0;
