@@ -15,9 +15,8 @@ namespace chorus::mpi {
 
 namespace {
 
-void scan(const char* function, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-          MPI_Comm comm, bool exclusive) {
-  (void)function;
+void scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+          bool exclusive) {
   Comm c = use_comm(comm);
   const size_t n = use_count(count, "count");
   const Datatype& type = use_type(datatype, "datatype");
@@ -61,11 +60,11 @@ using namespace chorus::mpi;
 extern "C" {
 
 int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return call("MPI_Scan", comm, [&] { scan("MPI_Scan", sendbuf, recvbuf, count, datatype, op, comm, false); });
+  return call("MPI_Scan", comm, [&] { scan(sendbuf, recvbuf, count, datatype, op, comm, false); });
 }
 
 int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return call("MPI_Exscan", comm, [&] { scan("MPI_Exscan", sendbuf, recvbuf, count, datatype, op, comm, true); });
+  return call("MPI_Exscan", comm, [&] { scan(sendbuf, recvbuf, count, datatype, op, comm, true); });
 }
 
 }  // extern "C"
