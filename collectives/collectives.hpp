@@ -12,6 +12,7 @@
 #include <chorus/chorus.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -45,12 +46,14 @@ class Scratch {
   void* get(int slot, size_t bytes);
   ~Scratch();
   // Keeps scratch registered while it lives (pinning transports cache only
-  // memory whose release chorus sees); set once the engine exists.
-  void track_with(p2p::Engine* engine) { engine_ = engine; }
+  // memory whose release chorus sees). `engine` points at the owner's slot:
+  // once the engine is gone (world finalized) there is nothing to tell.
+  void track_with(const std::unique_ptr<p2p::Engine>* engine) { engine_ = engine; }
   void release_all();
 
  private:
-  p2p::Engine* engine_ = nullptr;
+  p2p::Engine* engine() const { return engine_ != nullptr ? engine_->get() : nullptr; }
+  const std::unique_ptr<p2p::Engine>* engine_ = nullptr;
   struct Buffer {
     void* data = nullptr;
     size_t bytes = 0;

@@ -16,16 +16,16 @@ void* Scratch::get(int slot, size_t bytes) {
   void* data = nullptr;
   int error = posix_memalign(&data, 64, capacity);
   if (error != 0) fail(Status::internal, "cannot allocate ", capacity, " bytes of collective scratch: ", errno_string(error));
-  if (buffer.data != nullptr && engine_ != nullptr) engine_->forget_memory(buffer.data, buffer.bytes);
+  if (buffer.data != nullptr && engine() != nullptr) engine()->forget_memory(buffer.data, buffer.bytes);
   std::free(buffer.data);
   buffer = Buffer{data, capacity};
-  if (engine_ != nullptr) engine_->persist_memory(data, capacity);
+  if (engine() != nullptr) engine()->persist_memory(data, capacity);
   return data;
 }
 
 void Scratch::release_all() {
   for (Buffer& buffer : buffers_) {
-    if (buffer.data != nullptr && engine_ != nullptr) engine_->forget_memory(buffer.data, buffer.bytes);
+    if (buffer.data != nullptr && engine() != nullptr) engine()->forget_memory(buffer.data, buffer.bytes);
     std::free(buffer.data);
     buffer = Buffer{};
   }

@@ -76,6 +76,24 @@ chorus_status_t chorus_finalize(chorus_comm_t* comm) {
   });
 }
 
+chorus_status_t chorus_comm_split(chorus_comm_t comm, int color, int key, chorus_comm_t* newcomm) {
+  return guard([&] {
+    if (newcomm == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_comm_split: null output pointer");
+    *newcomm = nullptr;
+    auto child = impl_of(comm).split(color, key);
+    if (child) *newcomm = new chorus_comm{std::move(child)};
+  });
+}
+
+chorus_status_t chorus_comm_dup(chorus_comm_t comm, chorus_comm_t* newcomm) {
+  return guard([&] {
+    if (newcomm == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_comm_dup: null output pointer");
+    *newcomm = nullptr;
+    auto& impl = impl_of(comm);
+    *newcomm = new chorus_comm{impl.split(0, impl.rank())};
+  });
+}
+
 chorus_status_t chorus_comm_rank(chorus_comm_t comm, int* rank) {
   return guard([&] {
     if (rank == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_comm_rank: null output pointer");
@@ -145,7 +163,11 @@ chorus_status_t chorus_send(chorus_comm_t comm, const void* buf, size_t bytes, i
 }
 
 chorus_status_t chorus_recv(chorus_comm_t comm, void* buf, size_t bytes, int peer, int tag) {
-  return guard([&] { impl_of(comm).recv(buf, bytes, peer, tag); });
+  return guard([&] {
+    if (peer < 0) chorus::fail(chorus::Status::invalid_argument, "chorus_recv: peer ", peer, " is not a rank");
+    if (tag < 0) chorus::fail(chorus::Status::invalid_argument, "chorus_recv: tag ", tag, " outside 0..2147483647");
+    impl_of(comm).recv(buf, bytes, peer, tag);
+  });
 }
 
 const char* chorus_last_error(void) { return g_last_error.c_str(); }

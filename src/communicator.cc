@@ -15,10 +15,21 @@ namespace chorus {
 namespace {
 
 // Tag layout (p2p::Tag, 64 bits):
-//   collectives:    0 | comm id (15) | call sequence (32) | step (16)
-//   point-to-point: 1 | comm id (15) | unused (17)        | user tag (31)
+//   collectives:    0 | context id (15) | call sequence (32) | step (16)
+//   point-to-point: 1 | context id (15) | unused (17)        | user tag (31)
+// The context id (0 = world, then one per split/dup) keeps communicators that
+// share the engine apart; the sequence keeps consecutive collectives apart.
 constexpr uint64_t kUserTagBit = uint64_t{1} << 63;
+constexpr int kContextShift = 48;
 constexpr int kMaxUserTag = 0x7fffffff;
+// A receive for any tag compares everything but the user tag.
+constexpr p2p::Tag kAnyUserTagMask = ~p2p::Tag{kMaxUserTag};
+
+uint64_t context_bits(uint32_t context_id) { return static_cast<uint64_t>(context_id) << kContextShift; }
+
+p2p::Tag user_tag(uint32_t context_id, int tag) {
+  return kUserTagBit | context_bits(context_id) | static_cast<uint64_t>(tag);
+}
 
 const char* env_name_for(Collective op) {
   static constexpr const char* names[] = {"CHORUS_ALGO_ALLREDUCE", "CHORUS_ALGO_BROADCAST",
@@ -66,9 +77,11 @@ size_t payload_bytes(Collective op, const coll::Args& args, int size) {
 
 std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_environment() {
   std::unique_ptr<CommunicatorImpl> comm(new CommunicatorImpl());
-  comm->settings_ = config::Settings::from_env();
-  comm->job_ = bootstrap::detect_job();
-  log::set_rank(comm->job_.rank);
+  comm->session_ = std::make_shared<Session>();
+  Session& session = *comm->session_;
+  session.settings = config::Settings::from_env();
+  session.job = bootstrap::detect_job();
+  log::set_rank(session.job.rank);
   for (int i = 0; i < kNumCollectives; ++i) {
     auto op = static_cast<Collective>(i);
     if (auto name = config::get(env_name_for(op)); name && *name != "auto") {
@@ -78,26 +91,43 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_environment() {
       }
     }
   }
-  comm->bootstrap_ = std::make_unique<bootstrap::Bootstrap>(comm->job_, comm->settings_.timeout);
+  session.bootstrap = std::make_unique<bootstrap::Bootstrap>(session.job, session.settings.timeout);
   comm->connect();
   return comm;
 }
 
 void CommunicatorImpl::connect() {
+  Session& session = *session_;
+  const bootstrap::JobInfo& job = session.job;
   std::string host = this_hostname();
-  auto hosts = bootstrap_->all_gather("chorus/host", bootstrap::Bytes(host.begin(), host.end()));
+  auto hosts = session.bootstrap->all_gather("chorus/host", bootstrap::Bytes(host.begin(), host.end()));
   bool all_local = std::all_of(hosts.begin(), hosts.end(),
                                [&](const bootstrap::Bytes& other) { return std::string(other.begin(), other.end()) == host; });
-  transport_ = create_transport(settings_, job_.rank, job_.size, all_local);
-  auto addresses = bootstrap_->all_gather("chorus/transport", transport_->address());
-  transport_->connect(addresses);
-  engine_ = std::make_unique<p2p::Engine>(*transport_, job_.rank, job_.size, job_.local_size, settings_);
-  scratch_.track_with(engine_.get());
-  world_ranks_.resize(static_cast<size_t>(job_.size));
-  std::iota(world_ranks_.begin(), world_ranks_.end(), 0);
-  bootstrap_->barrier("chorus/connected");
-  log::info("rank ", job_.rank, "/", job_.size, " connected over ", transport_->name(), " (launcher ", job_.launcher,
-            ")");
+  session.transport = create_transport(session.settings, job.rank, job.size, all_local);
+  auto addresses = session.bootstrap->all_gather("chorus/transport", session.transport->address());
+  session.transport->connect(addresses);
+  session.engine = std::make_unique<p2p::Engine>(*session.transport, job.rank, job.size, job.local_size, session.settings);
+  std::vector<int> everyone(static_cast<size_t>(job.size));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  set_members(std::move(everyone), job.rank);
+  session.bootstrap->barrier("chorus/connected");
+  log::info("rank ", job.rank, "/", job.size, " connected over ", session.transport->name(), " (launcher ",
+            job.launcher, ")");
+}
+
+void CommunicatorImpl::set_members(std::vector<int> engine_ranks, int rank) {
+  scratch_.track_with(&session_->engine);
+  engine_ranks_ = std::move(engine_ranks);
+  rank_ = rank;
+  rank_of_engine_rank_.assign(static_cast<size_t>(session_->job.size), -1);
+  for (size_t r = 0; r < engine_ranks_.size(); ++r) rank_of_engine_rank_[static_cast<size_t>(engine_ranks_[r])] = static_cast<int>(r);
+}
+
+int CommunicatorImpl::engine_rank_of(int peer, const char* what) const {
+  if (peer < 0 || peer >= size()) {
+    fail(Status::invalid_argument, what, ": peer ", peer, " is not a rank of this communicator (0..", size() - 1, ")");
+  }
+  return engine_ranks_[static_cast<size_t>(peer)];
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
@@ -108,10 +138,15 @@ CommunicatorImpl::~CommunicatorImpl() {
   }
 }
 
-std::string CommunicatorImpl::transport_name() const { return transport_ ? transport_->name() : "none"; }
+std::string CommunicatorImpl::transport_name() const {
+  return session_->transport ? session_->transport->name() : "none";
+}
 
 void CommunicatorImpl::check_usable() const {
   if (finalized_) fail(Status::finalized, "the communicator was used after finalize()");
+  if (session_->closed) {
+    fail(Status::finalized, "the communicator was used after the world communicator it was split from was finalized");
+  }
   if (sticky_error_) {
     throw Error(sticky_error_->status(),
                 concat("the communicator is unusable after an earlier error: ", sticky_error_->what()),
@@ -124,11 +159,11 @@ void CommunicatorImpl::guarded(const char* what, Body&& body) {
   try {
     body();
   } catch (const Error& e) {
-    sticky_error_ = Error(e.status(), concat(what, " on rank ", job_.rank, " failed: ", e.what(), launcher_report(e)),
+    sticky_error_ = Error(e.status(), concat(what, " on rank ", rank_, " failed: ", e.what(), launcher_report(e)),
                           e.peer());
     throw *sticky_error_;
   } catch (const std::exception& e) {
-    sticky_error_ = Error(Status::internal, concat(what, " on rank ", job_.rank, " failed: ", e.what()));
+    sticky_error_ = Error(Status::internal, concat(what, " on rank ", rank_, " failed: ", e.what()));
     throw *sticky_error_;
   }
 }
@@ -138,11 +173,11 @@ void CommunicatorImpl::guarded(const char* what, Body&& body) {
 // that failed in the store; adding it names the real culprit.
 std::string CommunicatorImpl::launcher_report(const Error& error) {
   const Status status = error.status();
-  if (!bootstrap_ || (status != Status::timeout && status != Status::peer_failed && status != Status::transport)) {
+  if (!session_ || !session_->bootstrap || (status != Status::timeout && status != Status::peer_failed && status != Status::transport)) {
     return "";
   }
   try {
-    auto& store = bootstrap_->store();
+    auto& store = session_->bootstrap->store();
     if (!store.check("chorus/failed")) return "";
     auto report = store.get("chorus/failed");
     return concat("; chorusrun reports: ", std::string(report.begin(), report.end()));
@@ -189,9 +224,13 @@ void CommunicatorImpl::run_single_rank(Collective op, const coll::Args& args) {
   std::memmove(args.recv, args.send, bytes);
 }
 
-void CommunicatorImpl::run(Collective op, const coll::Args& user_args) {
-  std::lock_guard<std::mutex> lock(mutex_);
+void CommunicatorImpl::run(Collective op, const coll::Args& args) {
+  std::lock_guard<std::mutex> lock(session_->mutex);
   check_usable();
+  run_locked(op, args);
+}
+
+void CommunicatorImpl::run_locked(Collective op, const coll::Args& user_args) {
   validate(op, user_args);
   if (op != Collective::barrier && user_args.count == 0) return;
   if (size() == 1) return run_single_rank(op, user_args);
@@ -202,33 +241,101 @@ void CommunicatorImpl::run(Collective op, const coll::Args& user_args) {
     args.recv = scratch_.get(3, args.count * datatype_size(args.dtype));
   }
   const coll::Algorithm& algorithm = choose(op, payload_bytes(op, args, size()));
-  const uint64_t tag_base = (sequence_++ & 0xffffffffu) << 16;
-  coll::Context context(*engine_, world_ranks_, rank(), tag_base, scratch_, tuning_);
+  const uint64_t tag_base = context_bits(context_id_) | ((sequence_++ & 0xffffffffu) << 16);
+  coll::Context context(*session_->engine, engine_ranks_, rank(), tag_base, scratch_, tuning_);
   guarded(to_string(op).data(), [&] { algorithm.run(context, args); });
 }
 
 void CommunicatorImpl::send(const void* buf, size_t bytes, int peer, int tag) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(session_->mutex);
   check_usable();
   if (tag < 0 || tag > kMaxUserTag) fail(Status::invalid_argument, "send: tag ", tag, " outside 0..", kMaxUserTag);
+  const int engine_peer = engine_rank_of(peer, "send");
   guarded("send", [&] {
-    auto request = engine_->isend(peer, kUserTagBit | static_cast<uint64_t>(tag), buf, bytes);
-    engine_->wait(request);
+    auto request = session_->engine->isend(engine_peer, user_tag(context_id_, tag), buf, bytes);
+    session_->engine->wait(request);
   });
 }
 
-void CommunicatorImpl::recv(void* buf, size_t bytes, int peer, int tag) {
-  std::lock_guard<std::mutex> lock(mutex_);
+Received CommunicatorImpl::recv(void* buf, size_t bytes, int peer, int tag) {
+  std::lock_guard<std::mutex> lock(session_->mutex);
   check_usable();
-  if (tag < 0 || tag > kMaxUserTag) fail(Status::invalid_argument, "recv: tag ", tag, " outside 0..", kMaxUserTag);
+  if (tag != kAnyTag && (tag < 0 || tag > kMaxUserTag)) {
+    fail(Status::invalid_argument, "recv: tag ", tag, " outside 0..", kMaxUserTag, " (or kAnyTag)");
+  }
+  const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "recv");
+  const p2p::Tag mask = tag == kAnyTag ? kAnyUserTagMask : p2p::kExactTag;
+  p2p::Completion done;
+  std::optional<Error> truncated;
   guarded("recv", [&] {
-    auto request = engine_->irecv(peer, kUserTagBit | static_cast<uint64_t>(tag), buf, bytes);
-    engine_->wait(request);
+    try {
+      auto request = session_->engine->irecv(engine_peer, user_tag(context_id_, tag == kAnyTag ? 0 : tag), buf, bytes,
+                                             mask);
+      done = session_->engine->wait(request);
+    } catch (const Error& e) {
+      // A message larger than the buffer is the receiver's mistake: the
+      // sender completed normally and the engine is consistent, so the
+      // communicator stays usable (not sticky).
+      if (e.status() != Status::truncated) throw;
+      truncated = Error(e.status(), concat("recv on rank ", rank_, ": ", e.what()), e.peer());
+    }
   });
+  if (truncated) throw *truncated;
+  const int source = rank_of_engine_rank_[static_cast<size_t>(done.source)];
+  if (source < 0) {
+    fail(Status::internal, "recv: a message from engine rank ", done.source, " matched context ", context_id_,
+         " but that rank is not a member of this communicator");
+  }
+  return Received{source, static_cast<int>(done.tag & kMaxUserTag), done.bytes};
+}
+
+std::unique_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
+  std::lock_guard<std::mutex> lock(session_->mutex);
+  check_usable();
+  // One allgather over this communicator tells every rank each rank's
+  // (color, key) and lowest unused context id. The new context id is the
+  // largest of those: no member uses it for any communicator yet, so the new
+  // communicator's tags cannot match any other communicator it shares a
+  // process with. Disjoint color groups may share the id (they share no process).
+  const int32_t mine[3] = {color < 0 ? -1 : color, key, static_cast<int32_t>(session_->next_context_id)};
+  std::vector<int32_t> everyone(3 * static_cast<size_t>(size()));
+  run_locked(Collective::allgather, {mine, everyone.data(), 3, DataType::int32, ReduceOp::sum, 0});
+  uint32_t context_id = 0;
+  for (int r = 0; r < size(); ++r) {
+    context_id = std::max(context_id, static_cast<uint32_t>(everyone[3 * static_cast<size_t>(r) + 2]));
+  }
+  if (context_id > kMaxContextId) {
+    // Every rank of this communicator sees the same maximum, so all fail here.
+    fail(Status::unsupported, "split: all ", kMaxContextId,
+         " communicator context ids of this job are used (chorus does not reuse the ids of finalized communicators)");
+  }
+  session_->next_context_id = context_id + 1;
+  if (color < 0) return nullptr;
+
+  std::vector<int> members;  // ranks of this communicator with my color, by (key, rank)
+  for (int r = 0; r < size(); ++r) {
+    if (everyone[3 * static_cast<size_t>(r)] == color) members.push_back(r);
+  }
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+    return everyone[3 * static_cast<size_t>(a) + 1] < everyone[3 * static_cast<size_t>(b) + 1];
+  });
+  std::vector<int> engine_ranks;
+  int new_rank = -1;
+  for (int member : members) {
+    if (member == rank_) new_rank = static_cast<int>(engine_ranks.size());
+    engine_ranks.push_back(engine_ranks_[static_cast<size_t>(member)]);
+  }
+  std::unique_ptr<CommunicatorImpl> child(new CommunicatorImpl());
+  child->session_ = session_;
+  child->context_id_ = context_id;
+  child->forced_ = forced_;
+  child->tuning_ = tuning_;
+  child->set_members(std::move(engine_ranks), new_rank);
+  return child;
 }
 
 void CommunicatorImpl::set_algorithm(Collective op, std::string_view name) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(session_->mutex);
   if (static_cast<unsigned>(op) >= static_cast<unsigned>(kNumCollectives)) {
     fail(Status::invalid_argument, "set_algorithm: invalid collective value ", static_cast<int>(op));
   }
@@ -251,41 +358,46 @@ std::vector<std::string> CommunicatorImpl::algorithms(Collective op) const {
 }
 
 std::string CommunicatorImpl::selected_algorithm(Collective op, size_t bytes) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(session_->mutex);
   return std::string(choose(op, bytes).name);
 }
 
 void CommunicatorImpl::finalize() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  if (!session_) return;  // construction failed before the session existed
+  std::lock_guard<std::mutex> lock(session_->mutex);
   if (finalized_) return;
   finalized_ = true;
+  if (!is_world()) return;  // split/dup: nothing to tear down; the session outlives it
+  Session& session = *session_;
+  session.closed = true;
   std::optional<Error> failure;
   try {
-    if (!sticky_error_ && bootstrap_) leave_job();
+    if (!sticky_error_ && session.bootstrap) leave_job();
   } catch (const Error& e) {
     failure = e;  // still release everything below
   }
   scratch_.release_all();  // its registrations go with the engine
-  scratch_.track_with(nullptr);
-  engine_.reset();
-  transport_.reset();
-  bootstrap_.reset();
+  session.engine.reset();
+  session.transport.reset();
+  session.bootstrap.reset();
   if (failure) throw *failure;
 }
 
 void CommunicatorImpl::leave_job() {
+  Session& session = *session_;
+  const bootstrap::JobInfo& job = session.job;
   // Nobody tears down its transport while a peer may still read from it.
-  bootstrap_->barrier("chorus/finalize");
-  if (!job_.rank0_serves) return;
+  session.bootstrap->barrier("chorus/finalize");
+  if (!job.rank0_serves) return;
   // Rank 0 hosts the store: it stays up until every rank has left it.
   auto key = [](int r) { return concat("chorus/left/", r); };
-  if (job_.rank != 0) {
-    bootstrap_->store().set(key(job_.rank), {1});
+  if (job.rank != 0) {
+    session.bootstrap->store().set(key(job.rank), {1});
     return;
   }
   std::vector<std::string> keys;
-  for (int r = 1; r < job_.size; ++r) keys.push_back(key(r));
-  bootstrap_->store().wait(keys);
+  for (int r = 1; r < job.size; ++r) keys.push_back(key(r));
+  session.bootstrap->store().wait(keys);
 }
 
 // --- chorus::Communicator ------------------------------------------------------
@@ -327,7 +439,13 @@ void Communicator::alltoall(const void* send, void* recv, size_t count, DataType
   impl().run(Collective::alltoall, {send, recv, count, dtype, ReduceOp::sum, 0});
 }
 void Communicator::send(const void* buf, size_t bytes, int peer, int tag) { impl().send(buf, bytes, peer, tag); }
-void Communicator::recv(void* buf, size_t bytes, int peer, int tag) { impl().recv(buf, bytes, peer, tag); }
+Received Communicator::recv(void* buf, size_t bytes, int peer, int tag) { return impl().recv(buf, bytes, peer, tag); }
+std::optional<Communicator> Communicator::split(int color, int key) {
+  auto child = impl().split(color, key);
+  if (!child) return std::nullopt;
+  return Communicator(std::move(child));
+}
+Communicator Communicator::dup() { return std::move(*split(0, rank())); }
 void Communicator::set_algorithm(Collective op, std::string_view name) { impl().set_algorithm(op, name); }
 std::vector<std::string> Communicator::algorithms(Collective op) const { return impl_->algorithms(op); }
 std::string Communicator::selected_algorithm(Collective op, size_t bytes) const {

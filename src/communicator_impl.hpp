@@ -1,8 +1,13 @@
-// The communicator behind chorus::Communicator and the C API: owns the
-// bootstrap, the transport and the P2P engine, validates every call, picks
-// the algorithm and turns the first failure into a sticky error (after a
-// failed collective the ranks disagree on what was exchanged, so every later
-// call fails too, as NCCL does after an async error).
+// The communicator behind chorus::Communicator and the C API: validates every
+// call, picks the algorithm and turns the first failure into a sticky error
+// (after a failed collective the ranks disagree on what was exchanged, so
+// every later call fails too, as NCCL does after an async error).
+//
+// The world communicator (init) owns a Session: the bootstrap, transport and
+// P2P engine of this process. Communicators made by split()/dup() share it
+// and differ only in their member list (communicator rank -> engine rank),
+// their call sequence and their context id, which is part of every tag they
+// use, so their messages never match another communicator's.
 #pragma once
 
 #include "bootstrap/store.hpp"
@@ -20,32 +25,60 @@
 
 namespace chorus {
 
+// Context id 0 is the world communicator; 1..kMaxContextId are handed out by
+// split/dup (15 bits of the tag, see communicator.cc).
+inline constexpr uint32_t kMaxContextId = 0x7fff;
+
+// One process' place in the job and its connections, shared by the world
+// communicator and every communicator split or duplicated from it. One
+// thread drives the engine at a time: every call on any of these
+// communicators holds `mutex`.
+struct Session {
+  config::Settings settings;
+  bootstrap::JobInfo job;
+  std::unique_ptr<bootstrap::Bootstrap> bootstrap;
+  std::unique_ptr<transport::Transport> transport;
+  std::unique_ptr<p2p::Engine> engine;  // declared last: destroyed first
+  uint32_t next_context_id = 1;         // lowest id this process has not used
+  bool closed = false;                  // the world communicator was finalized
+  std::mutex mutex;
+};
+
 class CommunicatorImpl {
  public:
   // Joins the job described by the environment.
   static std::unique_ptr<CommunicatorImpl> create_from_environment();
   ~CommunicatorImpl();
 
-  int rank() const { return job_.rank; }
-  int size() const { return job_.size; }
-  int local_rank() const { return job_.local_rank; }
-  int local_size() const { return job_.local_size; }
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(engine_ranks_.size()); }
+  int local_rank() const { return session_->job.local_rank; }
+  int local_size() const { return session_->job.local_size; }
   std::string transport_name() const;
+  uint32_t context_id() const { return context_id_; }
+  bool is_world() const { return context_id_ == 0; }
 
   // Runs one collective (arguments in the public API's conventions).
   void run(Collective op, const coll::Args& args);
   void send(const void* buf, size_t bytes, int peer, int tag);
-  void recv(void* buf, size_t bytes, int peer, int tag);
+  // peer may be kAnySource and tag kAnyTag; returns what was received.
+  Received recv(void* buf, size_t bytes, int peer, int tag);
+
+  // Collective over this communicator (see Communicator::split). Returns
+  // nullptr to ranks that passed a negative color.
+  std::unique_ptr<CommunicatorImpl> split(int color, int key);
 
   void set_algorithm(Collective op, std::string_view name);
   std::vector<std::string> algorithms(Collective op) const;
   std::string selected_algorithm(Collective op, size_t bytes) const;
 
+  // World: collective, leaves the job (every communicator of the process
+  // becomes unusable). Split/dup communicators: local, releases this one.
   void finalize();
   bool finalized() const { return finalized_; }
 
-  p2p::Engine& engine() { return *engine_; }
-  const config::Settings& settings() const { return settings_; }
+  p2p::Engine& engine() { return *session_->engine; }
+  const config::Settings& settings() const { return session_->settings; }
 
  private:
   CommunicatorImpl() = default;
@@ -54,25 +87,26 @@ class CommunicatorImpl {
   void check_usable() const;
   std::string launcher_report(const Error& error);
   void validate(Collective op, const coll::Args& args) const;
+  void run_locked(Collective op, const coll::Args& args);
   void run_single_rank(Collective op, const coll::Args& args);
   const coll::Algorithm& choose(Collective op, size_t bytes) const;
+  void set_members(std::vector<int> engine_ranks, int rank);
+  int engine_rank_of(int peer, const char* what) const;
   // Runs `body`, remembering the first failure so later calls report it.
   template <class Body>
   void guarded(const char* what, Body&& body);
 
-  config::Settings settings_;
-  bootstrap::JobInfo job_;
-  std::unique_ptr<bootstrap::Bootstrap> bootstrap_;
-  std::unique_ptr<transport::Transport> transport_;
-  std::unique_ptr<p2p::Engine> engine_;
-  std::vector<int> world_ranks_;  // communicator rank -> engine rank
+  std::shared_ptr<Session> session_;
+  uint32_t context_id_ = 0;
+  int rank_ = 0;
+  std::vector<int> engine_ranks_;          // communicator rank -> engine rank
+  std::vector<int> rank_of_engine_rank_;   // engine rank -> communicator rank, -1 if not a member
   coll::Scratch scratch_;
   coll::Tuning tuning_;
   std::array<const coll::Algorithm*, kNumCollectives> forced_{};  // nullptr = table
   uint64_t sequence_ = 0;
   std::optional<Error> sticky_error_;
   bool finalized_ = false;
-  mutable std::mutex mutex_;  // one call at a time per communicator
 };
 
 // Bytes moved by one call, as the selection table measures them.

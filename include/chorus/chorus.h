@@ -67,8 +67,20 @@ typedef struct chorus_comm* chorus_comm_t;
 /* Creates the world communicator from the launcher environment (chorusrun,
  * mpirun, srun, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT). Collective. */
 chorus_status_t chorus_init(chorus_comm_t* comm);
-/* Tears the communicator down and frees it; *comm becomes NULL. Collective. */
+/* Tears the communicator down and frees it; *comm becomes NULL. For the
+ * world communicator (chorus_init) collective: leaves the job, and every
+ * communicator split from it becomes unusable. For a communicator made by
+ * chorus_comm_split/chorus_comm_dup local: releases just that one. */
 chorus_status_t chorus_finalize(chorus_comm_t* comm);
+
+/* Sub-communicators, as MPI_Comm_split / MPI_Comm_dup. Collective over comm.
+ * Ranks passing the same color >= 0 form a new communicator, ranked by
+ * (key, rank in comm); a negative color joins none and gets *newcomm = NULL.
+ * The new communicator shares comm's connections but has its own tag space:
+ * its collectives and messages never match another communicator's. Release
+ * it with chorus_finalize. chorus_comm_dup is chorus_comm_split(comm, 0, rank). */
+chorus_status_t chorus_comm_split(chorus_comm_t comm, int color, int key, chorus_comm_t* newcomm);
+chorus_status_t chorus_comm_dup(chorus_comm_t comm, chorus_comm_t* newcomm);
 
 chorus_status_t chorus_comm_rank(chorus_comm_t comm, int* rank);
 chorus_status_t chorus_comm_size(chorus_comm_t comm, int* size);
@@ -89,7 +101,9 @@ chorus_status_t chorus_reduce_scatter(chorus_comm_t comm, const void* sendbuf, v
 chorus_status_t chorus_alltoall(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                 chorus_datatype_t dtype);
 
-/* Blocking point-to-point of raw bytes; tag must be in [0, 2^31). */
+/* Blocking point-to-point of raw bytes; tag must be in [0, 2^31). A receive
+ * takes a message of at most `bytes` bytes from exactly `peer` with exactly
+ * `tag` (C++ Communicator::recv also takes wildcards). */
 chorus_status_t chorus_send(chorus_comm_t comm, const void* buf, size_t bytes, int peer, int tag);
 chorus_status_t chorus_recv(chorus_comm_t comm, void* buf, size_t bytes, int peer, int tag);
 

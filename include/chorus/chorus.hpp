@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -110,6 +111,18 @@ template <> constexpr DataType datatype_of<bfloat16_t>() { return DataType::bflo
 template <> constexpr DataType datatype_of<float>() { return DataType::float32; }
 template <> constexpr DataType datatype_of<double>() { return DataType::float64; }
 
+// Point-to-point wildcards for Communicator::recv (as MPI_ANY_SOURCE/MPI_ANY_TAG).
+inline constexpr int kAnySource = -1;
+inline constexpr int kAnyTag = -1;
+
+// What a receive got: the sender's rank in the communicator, the message's
+// tag and its length in bytes (at most the receive buffer's capacity).
+struct Received {
+  int source = -1;
+  int tag = -1;
+  size_t bytes = 0;
+};
+
 class CommunicatorImpl;
 
 class Communicator {
@@ -175,9 +188,24 @@ class Communicator {
     alltoall(send, recv, count, datatype_of<T>());
   }
 
-  // Blocking point-to-point of raw bytes; tag in [0, 2^31).
+  // Blocking point-to-point of raw bytes; tag in [0, 2^31). Messages between
+  // two ranks with the same tag arrive in send order. recv takes a message of
+  // at most `bytes` bytes (a longer one fails with Status::truncated, which
+  // does not make the communicator unusable); peer may be kAnySource and tag
+  // kAnyTag.
   void send(const void* buf, size_t bytes, int peer, int tag);
-  void recv(void* buf, size_t bytes, int peer, int tag);
+  Received recv(void* buf, size_t bytes, int peer, int tag);
+
+  // Sub-communicators (as MPI_Comm_split / MPI_Comm_dup). Collective over
+  // this communicator. Ranks passing the same color >= 0 form a new
+  // communicator, ranked by (key, rank here); a negative color joins none
+  // and gets std::nullopt. The new communicator shares this process' engine
+  // and connections but has its own tag space, so its collectives and
+  // messages never match this one's or any other communicator's; it may be
+  // used from any point on (it does not need this one to stay alive, only
+  // the world communicator). dup() is split(0, rank()).
+  std::optional<Communicator> split(int color, int key);
+  Communicator dup();
 
   // Algorithm choice. Names per collective are listed by algorithms(op);
   // "" (or "auto") returns to the built-in table. Overrides CHORUS_ALGO_<OP>.
@@ -186,7 +214,10 @@ class Communicator {
   // The algorithm the table picks for `bytes` of payload on this communicator.
   std::string selected_algorithm(Collective op, size_t bytes) const;
 
-  // Collective; after it every call throws Status::finalized.
+  // World communicator (init): collective, leaves the job; after it every
+  // call on it and on every communicator split from it throws
+  // Status::finalized. A split/dup communicator: local, releases just that
+  // one (as MPI_Comm_free).
   void finalize();
 
   CommunicatorImpl& impl();  // for chorus' own layers (MPI subset, tools)

@@ -111,3 +111,44 @@ TEST_F(SingleRank, InvalidAlgorithmVariableIsAConfigError) {
 }
 
 TEST_F(SingleRank, CApiRoundTrip) { EXPECT_EQ(capi_roundtrip(), 0); }
+
+TEST_F(SingleRank, SplitAndDupGiveIndependentCommunicators) {
+  auto comm = Communicator::init();
+  auto copy = comm.dup();
+  EXPECT_EQ(copy.rank(), 0);
+  EXPECT_EQ(copy.size(), 1);
+  auto none = comm.split(-1, 0);
+  EXPECT_FALSE(none.has_value());
+  auto sub = copy.split(3, 0);
+  ASSERT_TRUE(sub.has_value());
+  std::vector<int32_t> in = {1, 2, 3}, out(3);
+  sub->allreduce(in.data(), out.data(), in.size(), ReduceOp::sum);
+  EXPECT_EQ(in, out);
+  // A message to self on the dup is not seen by a receive on the parent.
+  int32_t value = 7, got = 0;
+  copy.send(&value, sizeof value, 0, 1);
+  Received received = copy.recv(&got, sizeof got, kAnySource, kAnyTag);
+  EXPECT_EQ(got, 7);
+  EXPECT_EQ(received.source, 0);
+  EXPECT_EQ(received.tag, 1);
+  EXPECT_EQ(received.bytes, sizeof got);
+  expect_error(Status::invalid_argument, "peer 1 is not a rank", [&] { copy.send(&value, 4, 1, 0); });
+  copy.finalize();  // local: the parent is unaffected
+  expect_error(Status::finalized, "after finalize", [&] { copy.barrier(); });
+  comm.barrier();
+  comm.finalize();
+  expect_error(Status::finalized, "world communicator it was split from was finalized", [&] { sub->barrier(); });
+}
+
+TEST_F(SingleRank, ContextIdsRunOutWithAClearError) {
+  auto comm = Communicator::init();
+  int created = 0;
+  try {
+    for (; created < 40000; ++created) comm.dup();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::unsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("context ids"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(created, 32767);
+  comm.barrier();  // the communicator itself still works
+}

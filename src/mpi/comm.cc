@@ -1,0 +1,121 @@
+// Communicators: rank, size, dup, split, free, and the argument checks every
+// function shares.
+#include "mpi/internal.hpp"
+
+#include <climits>
+
+namespace chorus::mpi {
+
+Comm use_comm(MPI_Comm comm) {
+  if (comm == MPI_COMM_NULL) fail(MPI_ERR_COMM, "MPI_COMM_NULL is not a usable communicator");
+  if (comm->magic != kCommMagic) fail(MPI_ERR_COMM, "invalid communicator handle (freed, or not a communicator)");
+  if (comm->chorus == nullptr) fail(MPI_ERR_COMM, "the communicator is not connected (MPI_Init not called?)");
+  return Comm{comm, *comm->chorus, *comm->internal, comm->chorus->rank(), comm->chorus->size()};
+}
+
+size_t use_count(int count, const char* role) {
+  if (count < 0) fail(MPI_ERR_COUNT, role, " ", count, " is negative");
+  return static_cast<size_t>(count);
+}
+
+void check_root(int root, const Comm& comm) {
+  if (root < 0 || root >= comm.size) {
+    fail(MPI_ERR_ROOT, "root ", root, " is not a rank of the communicator (0..", comm.size - 1, ")");
+  }
+}
+
+void check_buffer(const void* buffer, size_t count, const char* role) {
+  if (buffer == nullptr && count > 0) fail(MPI_ERR_BUFFER, "null ", role, " with count ", count);
+}
+
+void recv_exact(chorus::Communicator& comm, void* buffer, size_t bytes, int peer, int tag) {
+  chorus::Received got = comm.recv(buffer, bytes, peer, tag);
+  if (got.bytes != bytes) {
+    fail(MPI_ERR_TRUNCATE, "rank ", peer, " sent ", got.bytes, " bytes where ", bytes,
+         " were expected: counts or datatypes differ between ranks");
+  }
+}
+
+void exchange(const Comm& comm, int peer, const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
+              int tag) {
+  if (comm.rank < peer) {
+    comm.internal.send(send, send_bytes, peer, tag);
+    recv_exact(comm.internal, recv, recv_bytes, peer, tag);
+  } else {
+    recv_exact(comm.internal, recv, recv_bytes, peer, tag);
+    comm.internal.send(send, send_bytes, peer, tag);
+  }
+}
+
+namespace {
+
+// Wraps a new chorus communicator (and its private dup, collective over it)
+// in a handle that inherits the parent's error handler.
+MPI_Comm make_comm(chorus::Communicator communicator, MPI_Errhandler errhandler) {
+  auto chorus_comm = std::make_unique<chorus::Communicator>(std::move(communicator));
+  auto internal = std::make_unique<chorus::Communicator>(chorus_comm->dup());
+  auto* comm = new chorus_mpi_comm{kCommMagic, chorus_comm.release(), internal.release(), errhandler, nullptr, false};
+  register_comm(comm);
+  return comm;
+}
+
+}  // namespace
+
+}  // namespace chorus::mpi
+
+using namespace chorus::mpi;
+
+extern "C" {
+
+int MPI_Comm_rank(MPI_Comm comm, int* rank) {
+  return call("MPI_Comm_rank", comm, [&] {
+    Comm c = use_comm(comm);
+    if (rank == nullptr) fail(MPI_ERR_ARG, "null rank");
+    *rank = c.rank;
+  });
+}
+
+int MPI_Comm_size(MPI_Comm comm, int* size) {
+  return call("MPI_Comm_size", comm, [&] {
+    Comm c = use_comm(comm);
+    if (size == nullptr) fail(MPI_ERR_ARG, "null size");
+    *size = c.size;
+  });
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
+  return call("MPI_Comm_dup", comm, [&] {
+    Comm c = use_comm(comm);
+    if (newcomm == nullptr) fail(MPI_ERR_ARG, "null newcomm");
+    *newcomm = MPI_COMM_NULL;
+    *newcomm = make_comm(c.chorus.dup(), comm->errhandler);
+  });
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
+  return call("MPI_Comm_split", comm, [&] {
+    Comm c = use_comm(comm);
+    if (newcomm == nullptr) fail(MPI_ERR_ARG, "null newcomm");
+    if (color < 0 && color != MPI_UNDEFINED) fail(MPI_ERR_ARG, "color ", color, " is negative and not MPI_UNDEFINED");
+    *newcomm = MPI_COMM_NULL;
+    auto child = c.chorus.split(color == MPI_UNDEFINED ? -1 : color, key);
+    if (child) *newcomm = make_comm(std::move(*child), comm->errhandler);
+  });
+}
+
+int MPI_Comm_free(MPI_Comm* comm) {
+  return call("MPI_Comm_free", comm != nullptr ? *comm : MPI_COMM_WORLD, [&] {
+    if (comm == nullptr) fail(MPI_ERR_ARG, "null comm pointer");
+    use_comm(*comm);
+    if ((*comm)->predefined) fail(MPI_ERR_COMM, (*comm)->name, " cannot be freed");
+    // Local: blocking calls on it have completed, so no message is in flight.
+    unregister_comm(*comm);
+    delete (*comm)->internal;
+    delete (*comm)->chorus;
+    (*comm)->magic = 0;
+    delete *comm;
+    *comm = MPI_COMM_NULL;
+  });
+}
+
+}  // extern "C"

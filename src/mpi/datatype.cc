@@ -1,0 +1,297 @@
+// Datatypes: the predefined ones, contiguous and vector derived types, and
+// packing between a buffer's memory layout and the packed bytes that travel.
+//
+// A type is described by the memory layout of one element (a list of blocks,
+// in type-map order; none means the element is `extent` contiguous bytes)
+// and the basic element type predefined reductions see. Predefined types,
+// including the value-index pairs, are contiguous: their padding travels
+// with them (MPI_DOUBLE_INT is 12 bytes of data but 16 on the wire), so
+// packed and memory layouts coincide for them.
+#include "mpi/internal.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <complex>
+#include <cstdio>
+#include <cstring>
+#include <type_traits>
+
+namespace chorus::mpi {
+
+namespace {
+
+template <class T>
+constexpr Basic integer_basic() {
+  static_assert(std::is_integral_v<T>);
+  constexpr bool is_signed = std::is_signed_v<T>;
+  switch (sizeof(T)) {
+    case 1: return is_signed ? Basic::i8 : Basic::u8;
+    case 2: return is_signed ? Basic::i16 : Basic::u16;
+    case 4: return is_signed ? Basic::i32 : Basic::u32;
+    default: return is_signed ? Basic::i64 : Basic::u64;
+  }
+}
+
+template <class V>
+struct ValueIndex {
+  V value;
+  int index;
+};
+
+// A predefined type: one contiguous element of `extent` bytes holding `size` bytes of data.
+chorus_mpi_datatype predefined(const char* name, Basic basic, size_t size, size_t extent) {
+  return chorus_mpi_datatype{kTypeMagic, name, basic, 1, static_cast<int>(size), static_cast<MPI_Aint>(extent),
+                             extent, true, true, {}};
+}
+
+template <class T>
+chorus_mpi_datatype scalar(const char* name, Basic basic) {
+  return predefined(name, basic, sizeof(T), sizeof(T));
+}
+
+template <class V>
+chorus_mpi_datatype pair(const char* name, Basic basic) {
+  return predefined(name, basic, sizeof(V) + sizeof(int), sizeof(ValueIndex<V>));
+}
+
+// Appends `block` to `blocks`, merging it into the previous one when adjacent.
+void append(std::vector<Block>& blocks, Block block) {
+  if (block.length == 0) return;
+  if (!blocks.empty() && blocks.back().offset + static_cast<MPI_Aint>(blocks.back().length) == block.offset) {
+    blocks.back().length += block.length;
+    return;
+  }
+  blocks.push_back(block);
+}
+
+// The blocks of one element of `type` shifted by `offset`, appended.
+void append_element(std::vector<Block>& blocks, const Datatype& type, MPI_Aint offset) {
+  if (type.contiguous()) return append(blocks, Block{offset, type.packed_size});
+  for (const Block& block : type.blocks) append(blocks, Block{offset + block.offset, block.length});
+}
+
+// A derived type of `elements` elements of `old` at the given element
+// offsets (in units of old's extent), with extent `extent_elements` * old extent.
+MPI_Datatype derive(const Datatype& old, const std::vector<MPI_Aint>& element_offsets, MPI_Aint extent_elements) {
+  const size_t elements = element_offsets.size();
+  if (old.size != 0 && elements > static_cast<size_t>(INT_MAX / old.size)) {
+    fail(MPI_ERR_ARG, "the type would hold more than INT_MAX bytes");
+  }
+  auto type = std::make_unique<chorus_mpi_datatype>();
+  type->magic = kTypeMagic;
+  type->name = "";
+  type->basic = old.basic;
+  type->basic_count = elements * old.basic_count;
+  type->size = static_cast<int>(elements) * old.size;
+  type->extent = extent_elements * old.extent;
+  type->packed_size = elements * old.packed_size;
+  type->predefined = false;
+  type->committed = false;
+  for (MPI_Aint index : element_offsets) append_element(type->blocks, old, index * old.extent);
+  const bool one_piece = type->blocks.size() == 1 && type->blocks[0].offset == 0 &&
+                         static_cast<MPI_Aint>(type->blocks[0].length) == type->extent;
+  if (one_piece || type->packed_size == 0) type->blocks.clear();
+  if (type->packed_size == 0) type->extent = std::max<MPI_Aint>(type->extent, 0);
+  return type.release();
+}
+
+const Datatype& use_any_type(MPI_Datatype datatype, const char* role) {
+  if (datatype == MPI_DATATYPE_NULL) fail(MPI_ERR_TYPE, role, " is MPI_DATATYPE_NULL");
+  if (datatype->magic != kTypeMagic) fail(MPI_ERR_TYPE, role, " is not a valid datatype (freed?)");
+  return *datatype;
+}
+
+}  // namespace
+
+}  // namespace chorus::mpi
+
+using namespace chorus::mpi;
+
+extern "C" {
+// Sizes and names as MPI-3.1 (and Open MPI) report them; MPI_LONG_LONG and
+// MPI_C_FLOAT_COMPLEX are synonyms of the types named here.
+struct chorus_mpi_datatype chorus_mpi_char = scalar<char>("MPI_CHAR", integer_basic<char>());
+struct chorus_mpi_datatype chorus_mpi_signed_char = scalar<signed char>("MPI_SIGNED_CHAR", Basic::i8);
+struct chorus_mpi_datatype chorus_mpi_unsigned_char = scalar<unsigned char>("MPI_UNSIGNED_CHAR", Basic::u8);
+struct chorus_mpi_datatype chorus_mpi_byte = scalar<unsigned char>("MPI_BYTE", Basic::byte);
+struct chorus_mpi_datatype chorus_mpi_short = scalar<short>("MPI_SHORT", integer_basic<short>());
+struct chorus_mpi_datatype chorus_mpi_unsigned_short =
+    scalar<unsigned short>("MPI_UNSIGNED_SHORT", integer_basic<unsigned short>());
+struct chorus_mpi_datatype chorus_mpi_int = scalar<int>("MPI_INT", integer_basic<int>());
+struct chorus_mpi_datatype chorus_mpi_unsigned = scalar<unsigned>("MPI_UNSIGNED", integer_basic<unsigned>());
+struct chorus_mpi_datatype chorus_mpi_long = scalar<long>("MPI_LONG", integer_basic<long>());
+struct chorus_mpi_datatype chorus_mpi_unsigned_long =
+    scalar<unsigned long>("MPI_UNSIGNED_LONG", integer_basic<unsigned long>());
+struct chorus_mpi_datatype chorus_mpi_long_long_int =
+    scalar<long long>("MPI_LONG_LONG_INT", integer_basic<long long>());
+struct chorus_mpi_datatype chorus_mpi_unsigned_long_long =
+    scalar<unsigned long long>("MPI_UNSIGNED_LONG_LONG", integer_basic<unsigned long long>());
+struct chorus_mpi_datatype chorus_mpi_float = scalar<float>("MPI_FLOAT", Basic::f32);
+struct chorus_mpi_datatype chorus_mpi_double = scalar<double>("MPI_DOUBLE", Basic::f64);
+struct chorus_mpi_datatype chorus_mpi_long_double = scalar<long double>("MPI_LONG_DOUBLE", Basic::f80);
+struct chorus_mpi_datatype chorus_mpi_c_bool = scalar<bool>("MPI_C_BOOL", Basic::boolean);
+struct chorus_mpi_datatype chorus_mpi_int8_t = scalar<int8_t>("MPI_INT8_T", Basic::i8);
+struct chorus_mpi_datatype chorus_mpi_int16_t = scalar<int16_t>("MPI_INT16_T", Basic::i16);
+struct chorus_mpi_datatype chorus_mpi_int32_t = scalar<int32_t>("MPI_INT32_T", Basic::i32);
+struct chorus_mpi_datatype chorus_mpi_int64_t = scalar<int64_t>("MPI_INT64_T", Basic::i64);
+struct chorus_mpi_datatype chorus_mpi_uint8_t = scalar<uint8_t>("MPI_UINT8_T", Basic::u8);
+struct chorus_mpi_datatype chorus_mpi_uint16_t = scalar<uint16_t>("MPI_UINT16_T", Basic::u16);
+struct chorus_mpi_datatype chorus_mpi_uint32_t = scalar<uint32_t>("MPI_UINT32_T", Basic::u32);
+struct chorus_mpi_datatype chorus_mpi_uint64_t = scalar<uint64_t>("MPI_UINT64_T", Basic::u64);
+struct chorus_mpi_datatype chorus_mpi_c_complex = scalar<std::complex<float>>("MPI_C_COMPLEX", Basic::c32);
+struct chorus_mpi_datatype chorus_mpi_c_double_complex =
+    scalar<std::complex<double>>("MPI_C_DOUBLE_COMPLEX", Basic::c64);
+struct chorus_mpi_datatype chorus_mpi_double_complex = scalar<std::complex<double>>("MPI_DOUBLE_COMPLEX", Basic::c64);
+struct chorus_mpi_datatype chorus_mpi_float_int = pair<float>("MPI_FLOAT_INT", Basic::float_int);
+struct chorus_mpi_datatype chorus_mpi_double_int = pair<double>("MPI_DOUBLE_INT", Basic::double_int);
+struct chorus_mpi_datatype chorus_mpi_long_int = pair<long>("MPI_LONG_INT", Basic::long_int);
+struct chorus_mpi_datatype chorus_mpi_2int = pair<int>("MPI_2INT", Basic::two_int);
+struct chorus_mpi_datatype chorus_mpi_short_int = pair<short>("MPI_SHORT_INT", Basic::short_int);
+struct chorus_mpi_datatype chorus_mpi_long_double_int = pair<long double>("MPI_LONG_DOUBLE_INT", Basic::long_double_int);
+struct chorus_mpi_datatype chorus_mpi_aint = scalar<MPI_Aint>("MPI_AINT", integer_basic<MPI_Aint>());
+struct chorus_mpi_datatype chorus_mpi_offset = scalar<MPI_Offset>("MPI_OFFSET", integer_basic<MPI_Offset>());
+struct chorus_mpi_datatype chorus_mpi_count = scalar<MPI_Count>("MPI_COUNT", integer_basic<MPI_Count>());
+struct chorus_mpi_datatype chorus_mpi_wchar = scalar<wchar_t>("MPI_WCHAR", Basic::opaque);
+struct chorus_mpi_datatype chorus_mpi_packed = scalar<unsigned char>("MPI_PACKED", Basic::opaque);
+}
+
+namespace chorus::mpi {
+
+const Datatype& use_type(MPI_Datatype datatype, const char* role) {
+  const Datatype& type = use_any_type(datatype, role);
+  if (!type.committed) fail(MPI_ERR_TYPE, role, " was not committed (MPI_Type_commit)");
+  return type;
+}
+
+size_t packed_bytes(size_t count, const Datatype& type) {
+  if (type.packed_size != 0 && count > SIZE_MAX / type.packed_size) fail(MPI_ERR_COUNT, "count ", count, " overflows");
+  return count * type.packed_size;
+}
+
+void pack(const void* buffer, size_t count, const Datatype& type, void* packed) {
+  auto* out = static_cast<std::byte*>(packed);
+  if (type.contiguous()) {
+    if (count != 0) std::memcpy(out, buffer, count * type.packed_size);
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const std::byte* base = element(buffer, i, type);
+    for (const Block& block : type.blocks) {
+      std::memcpy(out, base + block.offset, block.length);
+      out += block.length;
+    }
+  }
+}
+
+void unpack(const void* packed, size_t count, const Datatype& type, void* buffer) {
+  const auto* in = static_cast<const std::byte*>(packed);
+  if (type.contiguous()) {
+    if (count != 0) std::memmove(buffer, in, count * type.packed_size);
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    std::byte* base = element(buffer, i, type);
+    for (const Block& block : type.blocks) {
+      std::memcpy(base + block.offset, in, block.length);
+      in += block.length;
+    }
+  }
+}
+
+Bytes pack_copy(const void* buffer, size_t count, const Datatype& type) {
+  Bytes packed(packed_bytes(count, type));
+  pack(buffer, count, type, packed.data());
+  return packed;
+}
+
+PackedView packed_view(const void* buffer, size_t count, const Datatype& type) {
+  if (type.contiguous()) return PackedView{buffer, packed_bytes(count, type), {}};
+  Bytes storage = pack_copy(buffer, count, type);
+  const void* data = storage.data();
+  const size_t bytes = storage.size();
+  return PackedView{data, bytes, std::move(storage)};
+}
+
+}  // namespace chorus::mpi
+
+extern "C" {
+
+int MPI_Type_size(MPI_Datatype datatype, int* size) {
+  return call("MPI_Type_size", MPI_COMM_WORLD, [&] {
+    const Datatype& type = use_any_type(datatype, "datatype");
+    if (size == nullptr) fail(MPI_ERR_ARG, "null size");
+    *size = type.size;
+  });
+}
+
+int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent) {
+  return call("MPI_Type_get_extent", MPI_COMM_WORLD, [&] {
+    const Datatype& type = use_any_type(datatype, "datatype");
+    if (lb == nullptr || extent == nullptr) fail(MPI_ERR_ARG, "null lb or extent");
+    *lb = 0;
+    *extent = type.extent;
+  });
+}
+
+int MPI_Type_get_name(MPI_Datatype datatype, char* type_name, int* resultlen) {
+  return call("MPI_Type_get_name", MPI_COMM_WORLD, [&] {
+    const Datatype& type = use_any_type(datatype, "datatype");
+    if (type_name == nullptr || resultlen == nullptr) fail(MPI_ERR_ARG, "null type_name or resultlen");
+    std::snprintf(type_name, MPI_MAX_OBJECT_NAME, "%s", type.name);
+    *resultlen = static_cast<int>(std::strlen(type_name));
+  });
+}
+
+int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return call("MPI_Type_contiguous", MPI_COMM_WORLD, [&] {
+    const size_t n = use_count(count, "count");
+    const Datatype& old = use_any_type(oldtype, "oldtype");
+    if (newtype == nullptr) fail(MPI_ERR_ARG, "null newtype");
+    std::vector<MPI_Aint> offsets(n);
+    for (size_t i = 0; i < n; ++i) offsets[i] = static_cast<MPI_Aint>(i);
+    *newtype = derive(old, offsets, static_cast<MPI_Aint>(n));
+  });
+}
+
+int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return call("MPI_Type_vector", MPI_COMM_WORLD, [&] {
+    const size_t blocks = use_count(count, "count");
+    const size_t length = use_count(blocklength, "blocklength");
+    const Datatype& old = use_any_type(oldtype, "oldtype");
+    if (newtype == nullptr) fail(MPI_ERR_ARG, "null newtype");
+    // A negative stride would give the type a negative lower bound, which
+    // this subset does not model (no MPI_Type_create_resized either).
+    if (stride < 0) fail(MPI_ERR_ARG, "negative stride ", stride, " is not supported by the chorus MPI subset");
+    std::vector<MPI_Aint> offsets;
+    offsets.reserve(blocks * length);
+    for (size_t b = 0; b < blocks; ++b) {
+      for (size_t i = 0; i < length; ++i) {
+        offsets.push_back(static_cast<MPI_Aint>(b) * stride + static_cast<MPI_Aint>(i));
+      }
+    }
+    const MPI_Aint extent = blocks == 0 ? 0 : static_cast<MPI_Aint>(blocks - 1) * stride + static_cast<MPI_Aint>(length);
+    *newtype = derive(old, offsets, extent);
+  });
+}
+
+int MPI_Type_commit(MPI_Datatype* datatype) {
+  return call("MPI_Type_commit", MPI_COMM_WORLD, [&] {
+    if (datatype == nullptr) fail(MPI_ERR_ARG, "null datatype pointer");
+    use_any_type(*datatype, "datatype");
+    (*datatype)->committed = true;
+  });
+}
+
+int MPI_Type_free(MPI_Datatype* datatype) {
+  return call("MPI_Type_free", MPI_COMM_WORLD, [&] {
+    if (datatype == nullptr) fail(MPI_ERR_ARG, "null datatype pointer");
+    const Datatype& type = use_any_type(*datatype, "datatype");
+    if (type.predefined) fail(MPI_ERR_TYPE, type.name, " is predefined and cannot be freed");
+    // Types derived from this one copied its layout, so they stay valid.
+    (*datatype)->magic = 0;
+    delete *datatype;
+    *datatype = MPI_DATATYPE_NULL;
+  });
+}
+
+}  // extern "C"

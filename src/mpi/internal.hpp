@@ -1,0 +1,243 @@
+// Internals of the MPI subset (libchorus_mpi): the objects behind the handles
+// of include/chorus/mpi/mpi.h, the entry-point wrapper that turns failures
+// into MPI error codes through the communicator's error handler, and the
+// helpers the collectives share (packing, local reduction).
+//
+// The MPI layer is a client of chorus' public C++ API only: an MPI
+// communicator is a chorus::Communicator (user collectives and messages) plus
+// a private dup of it whose point-to-point messages carry the collectives
+// built here (gather, scatter, scan, ...), so they never match the user's.
+#pragma once
+
+#include "chorus/mpi/mpi.h"
+
+#include <chorus/chorus.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+// ---- objects behind the handles (the header declares them incomplete) ----
+
+struct chorus_mpi_errhandler {
+  bool fatal;
+  const char* name;
+};
+
+struct chorus_mpi_group {
+  int unused;
+};
+
+struct chorus_mpi_comm {
+  uint32_t magic;
+  chorus::Communicator* chorus;    // collectives and user point-to-point
+  chorus::Communicator* internal;  // point-to-point of the collectives built in this layer
+  MPI_Errhandler errhandler;
+  const char* name;  // predefined communicators only
+  bool predefined;
+};
+
+namespace chorus::mpi {
+
+inline constexpr uint32_t kCommMagic = 0x636f6d6d;  // "comm"
+inline constexpr uint32_t kTypeMagic = 0x74797065;  // "type"
+inline constexpr uint32_t kOpMagic = 0x6f702020;    // "op  "
+
+// The element type predefined reductions work on.
+enum class Basic : uint8_t {
+  i8, u8, i16, u16, i32, u32, i64, u64,  // C integer
+  f32, f64, f80,                         // floating point (f80: long double)
+  c32, c64,                              // complex
+  boolean,                               // logical (C _Bool)
+  byte,                                  // MPI_BYTE
+  float_int, double_int, long_int, two_int, short_int, long_double_int,  // value-index pairs
+  opaque,                                // no predefined reduction (MPI_WCHAR, MPI_PACKED)
+};
+
+// One contiguous piece of an element in memory.
+struct Block {
+  MPI_Aint offset;
+  size_t length;
+};
+
+enum class OpKind : uint8_t { sum, prod, min, max, land, lor, lxor, band, bor, bxor, minloc, maxloc, replace, no_op, user };
+
+}  // namespace chorus::mpi
+
+struct chorus_mpi_datatype {
+  uint32_t magic;
+  const char* name;                    // "MPI_INT"; "" for derived types
+  chorus::mpi::Basic basic;            // what predefined ops see
+  size_t basic_count;                  // basic elements per element
+  int size;                            // MPI_Type_size: bytes of data per element
+  MPI_Aint extent;                     // distance between consecutive elements in memory
+  size_t packed_size;                  // bytes of one element on the wire
+  bool predefined;
+  bool committed;
+  std::vector<chorus::mpi::Block> blocks;  // memory layout of one element; empty: contiguous
+
+  bool contiguous() const { return blocks.empty(); }
+};
+
+struct chorus_mpi_op {
+  uint32_t magic;
+  const char* name;  // "MPI_SUM"; "user-defined op" for MPI_Op_create
+  chorus::mpi::OpKind kind;
+  MPI_User_function* function;  // user ops only
+  bool commutative;
+  bool predefined;
+};
+
+namespace chorus::mpi {
+
+using Datatype = chorus_mpi_datatype;
+using Bytes = std::vector<std::byte>;
+
+// ---- failures ----------------------------------------------------------
+
+// A failure inside an MPI function: the error class and what went wrong.
+// The entry point (call) prefixes the function name and raises it.
+struct Failure {
+  int error_class;
+  std::string message;
+};
+
+template <class... Args>
+std::string concat(Args&&... args) {
+  std::ostringstream out;
+  (out << ... << std::forward<Args>(args));
+  return out.str();
+}
+
+template <class... Args>
+[[noreturn]] void fail(int error_class, Args&&... args) {
+  throw Failure{error_class, concat(std::forward<Args>(args)...)};
+}
+
+// Registers `message` under a fresh error code of `error_class` and hands it
+// to the error handler of `comm` (or MPI_COMM_WORLD's if comm is not a valid
+// communicator). Returns the code unless the handler ends the process.
+int raise(MPI_Comm comm, int error_class, const std::string& message);
+// The error class of a chorus failure.
+int error_class_of(chorus::Status status);
+// Name of an error class ("MPI_ERR_TRUNCATE"), or nullptr.
+const char* error_class_name(int error_class);
+
+// The only ways this library ends the process (MPI_Abort, MPI_ERRORS_ARE_FATAL):
+// prints `message` on stderr, flushes stdio and _exit()s with `status`
+// (no atexit handlers: they could block on peers that are gone).
+[[noreturn]] void terminate_process(const std::string& message, int status);
+
+// ---- process state -------------------------------------------------------
+
+bool initialized();
+bool finalized();
+int world_rank();  // -1 before MPI_Init
+void register_comm(MPI_Comm comm);
+void unregister_comm(MPI_Comm comm);
+
+// Runs `body` as the MPI function `function`: checks MPI is initialized (if
+// `needs_init`), and turns every failure into an error code raised on `comm`.
+template <bool needs_init = true, class Body>
+int call(const char* function, MPI_Comm comm, Body&& body) {
+  try {
+    if constexpr (needs_init) {
+      if (!initialized()) {
+        fail(MPI_ERR_OTHER, finalized() ? "called after MPI_Finalize" : "called before MPI_Init");
+      }
+    }
+    body();
+    return MPI_SUCCESS;
+  } catch (const Failure& failure) {
+    return raise(comm, failure.error_class, concat(function, ": ", failure.message));
+  } catch (const chorus::Error& error) {
+    return raise(comm, error_class_of(error.status()), concat(function, ": ", error.what()));
+  } catch (const std::bad_alloc&) {
+    return raise(comm, MPI_ERR_NO_MEM, concat(function, ": out of memory"));
+  } catch (const std::exception& error) {
+    return raise(comm, MPI_ERR_INTERN, concat(function, ": internal error: ", error.what()));
+  }
+}
+
+// The error every declared-only function returns.
+int unsupported(const char* function, MPI_Comm comm);
+
+// ---- argument checks -----------------------------------------------------
+
+// A communicator in use: its chorus communicators, rank and size.
+struct Comm {
+  MPI_Comm handle;
+  chorus::Communicator& chorus;
+  chorus::Communicator& internal;
+  int rank;
+  int size;
+};
+Comm use_comm(MPI_Comm comm);                                   // MPI_ERR_COMM
+const Datatype& use_type(MPI_Datatype datatype, const char* role);  // MPI_ERR_TYPE (valid and committed)
+size_t use_count(int count, const char* role);                  // MPI_ERR_COUNT
+void check_root(int root, const Comm& comm);                    // MPI_ERR_ROOT
+void check_buffer(const void* buffer, size_t count, const char* role);  // MPI_ERR_BUFFER
+
+// Tags of the point-to-point messages collectives exchange on Comm::internal.
+enum InternalTag : int { kTagGather = 1, kTagScatter, kTagReduce, kTagForward, kTagScan };
+
+// Receives exactly `bytes` bytes from `peer`; another length means the ranks
+// passed different counts or datatypes.
+void recv_exact(chorus::Communicator& comm, void* buffer, size_t bytes, int peer, int tag);
+// Sends `send_bytes` to `peer` and receives `recv_bytes` from it; the lower
+// rank sends first, so two blocking calls never wait for each other.
+void exchange(const Comm& comm, int peer, const void* send, size_t send_bytes, void* recv, size_t recv_bytes, int tag);
+
+// ---- datatypes -------------------------------------------------------------
+
+// Bytes of `count` elements on the wire.
+size_t packed_bytes(size_t count, const Datatype& type);
+// Address of element `index` of a buffer of `type` elements.
+inline const std::byte* element(const void* buffer, size_t index, const Datatype& type) {
+  return static_cast<const std::byte*>(buffer) + static_cast<MPI_Aint>(index) * type.extent;
+}
+inline std::byte* element(void* buffer, size_t index, const Datatype& type) {
+  return static_cast<std::byte*>(buffer) + static_cast<MPI_Aint>(index) * type.extent;
+}
+// Copies `count` elements between memory layout and packed (wire) layout.
+void pack(const void* buffer, size_t count, const Datatype& type, void* packed);
+void unpack(const void* packed, size_t count, const Datatype& type, void* buffer);
+Bytes pack_copy(const void* buffer, size_t count, const Datatype& type);
+
+// `count` elements of `type` at `buffer` as packed bytes: the user's memory
+// itself for contiguous types, else a packed copy.
+struct PackedView {
+  const void* data;
+  size_t bytes;
+  Bytes storage;
+};
+PackedView packed_view(const void* buffer, size_t count, const Datatype& type);
+
+// ---- reductions ------------------------------------------------------------
+
+// Checks that `op` may reduce `type` (MPI-3.1 5.9.2); MPI_ERR_OP otherwise.
+void check_op(MPI_Op op, const Datatype& type);
+// inout[i] = in[i] op inout[i] for `count` packed elements of `type`
+// (MPI's convention: `in` holds the lower ranks' contribution).
+void reduce_local(MPI_Op op, const Datatype& type, const void* in, void* inout, size_t count);
+
+// The chorus datatype and op that compute `op` on `type`, when chorus'
+// collectives can (SUM/PROD/MIN/MAX on integers and float/double).
+struct FastPath {
+  chorus::DataType dtype;
+  chorus::ReduceOp op;
+  size_t count;  // chorus elements for `count` MPI elements is count * this
+};
+std::optional<FastPath> fast_path(MPI_Op op, const Datatype& type);
+
+// Binomial-tree reduction to rank 0 that combines in rank order, for what
+// chorus' collectives cannot compute (user ops, logical/bitwise ops, long
+// double, complex, value-index pairs). Returns the packed result on rank 0,
+// an empty buffer elsewhere.
+Bytes reduce_to_rank0(const Comm& comm, const void* send, size_t count, const Datatype& type, MPI_Op op);
+
+}  // namespace chorus::mpi

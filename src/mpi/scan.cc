@@ -1,0 +1,70 @@
+// MPI_Scan and MPI_Exscan by recursive doubling (the algorithm MPICH uses):
+// ceil(log2(size)) exchange steps of `count` elements, for any op, in rank
+// order (so non-commutative user ops are correct).
+//
+// At step `mask` each rank exchanges with rank ^ mask the reduction of its
+// aligned block of `mask` ranks ("partial"). The block that came from below
+// is folded into the result on the left (incoming op result) and into the
+// partial on the left; one from above only extends the partial on the right.
+// Ranks whose partner would be >= size skip the step.
+#include "mpi/internal.hpp"
+
+#include <cstring>
+
+namespace chorus::mpi {
+
+namespace {
+
+void scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+          bool exclusive) {
+  Comm c = use_comm(comm);
+  const size_t n = use_count(count, "count");
+  const Datatype& type = use_type(datatype, "datatype");
+  check_op(op, type);
+  const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  check_buffer(send, n, "sendbuf");
+  check_buffer(recvbuf, n, "recvbuf");
+  const size_t bytes = packed_bytes(n, type);
+  if (bytes == 0) return;
+
+  Bytes partial = pack_copy(send, n, type);
+  Bytes incoming(bytes);
+  Bytes result = exclusive ? Bytes() : partial;  // exclusive: nothing until a lower block arrives
+  for (int mask = 1; mask < c.size; mask <<= 1) {
+    const int peer = c.rank ^ mask;
+    if (peer >= c.size) continue;
+    exchange(c, peer, partial.data(), bytes, incoming.data(), bytes, kTagScan);
+    if (peer < c.rank) {
+      // incoming: the ranks just below everything this rank has folded in.
+      if (result.empty()) {
+        result = incoming;
+      } else {
+        reduce_local(op, type, incoming.data(), result.data(), n);  // result = incoming op result
+      }
+      reduce_local(op, type, incoming.data(), partial.data(), n);  // partial = incoming op partial
+    } else {
+      reduce_local(op, type, partial.data(), incoming.data(), n);  // incoming = partial op incoming
+      partial.swap(incoming);
+    }
+  }
+  // Exscan leaves rank 0's receive buffer untouched (MPI: undefined there).
+  if (!result.empty()) unpack(result.data(), n, type, recvbuf);
+}
+
+}  // namespace
+
+}  // namespace chorus::mpi
+
+using namespace chorus::mpi;
+
+extern "C" {
+
+int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return call("MPI_Scan", comm, [&] { scan(sendbuf, recvbuf, count, datatype, op, comm, false); });
+}
+
+int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return call("MPI_Exscan", comm, [&] { scan(sendbuf, recvbuf, count, datatype, op, comm, true); });
+}
+
+}  // extern "C"

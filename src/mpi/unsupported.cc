@@ -1,0 +1,527 @@
+// The declared-only part of the MPI subset (include/chorus/mpi/mpi.h):
+// each function reports MPI_ERR_UNSUPPORTED_OPERATION with a message naming
+// itself, through the error handler of its communicator argument (else of
+// MPI_COMM_WORLD). tests/mpi/unsupported_all.c calls every one of them.
+#include "mpi/internal.hpp"
+
+// The parameters exist only so the signatures match the standard.
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+
+using chorus::mpi::unsupported;
+
+extern "C" {
+
+// --- Point-to-point
+int MPI_Bsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  return unsupported("MPI_Bsend", comm);
+}
+int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  return unsupported("MPI_Ssend", comm);
+}
+int MPI_Rsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  return unsupported("MPI_Rsend", comm);
+}
+int MPI_Buffer_attach(void* buffer, int size) {
+  return unsupported("MPI_Buffer_attach", MPI_COMM_WORLD);
+}
+int MPI_Buffer_detach(void* buffer_addr, int* size) {
+  return unsupported("MPI_Buffer_detach", MPI_COMM_WORLD);
+}
+int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+              MPI_Request* request) {
+  return unsupported("MPI_Isend", comm);
+}
+int MPI_Ibsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  return unsupported("MPI_Ibsend", comm);
+}
+int MPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  return unsupported("MPI_Issend", comm);
+}
+int MPI_Irsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  return unsupported("MPI_Irsend", comm);
+}
+int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request* request) {
+  return unsupported("MPI_Irecv", comm);
+}
+int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+  return unsupported("MPI_Wait", MPI_COMM_WORLD);
+}
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  return unsupported("MPI_Test", MPI_COMM_WORLD);
+}
+int MPI_Request_free(MPI_Request* request) {
+  return unsupported("MPI_Request_free", MPI_COMM_WORLD);
+}
+int MPI_Waitany(int count, MPI_Request array_of_requests[], int* index, MPI_Status* status) {
+  return unsupported("MPI_Waitany", MPI_COMM_WORLD);
+}
+int MPI_Testany(int count, MPI_Request array_of_requests[], int* index, int* flag, MPI_Status* status) {
+  return unsupported("MPI_Testany", MPI_COMM_WORLD);
+}
+int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]) {
+  return unsupported("MPI_Waitall", MPI_COMM_WORLD);
+}
+int MPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status array_of_statuses[]) {
+  return unsupported("MPI_Testall", MPI_COMM_WORLD);
+}
+int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int* outcount, int array_of_indices[],
+                 MPI_Status array_of_statuses[]) {
+  return unsupported("MPI_Waitsome", MPI_COMM_WORLD);
+}
+int MPI_Testsome(int incount, MPI_Request array_of_requests[], int* outcount, int array_of_indices[],
+                 MPI_Status array_of_statuses[]) {
+  return unsupported("MPI_Testsome", MPI_COMM_WORLD);
+}
+int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
+  return unsupported("MPI_Request_get_status", MPI_COMM_WORLD);
+}
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  return unsupported("MPI_Iprobe", comm);
+}
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  return unsupported("MPI_Probe", comm);
+}
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
+  return unsupported("MPI_Mprobe", comm);
+}
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* status) {
+  return unsupported("MPI_Improbe", comm);
+}
+int MPI_Mrecv(void* buf, int count, MPI_Datatype datatype, MPI_Message* message, MPI_Status* status) {
+  return unsupported("MPI_Mrecv", MPI_COMM_WORLD);
+}
+int MPI_Imrecv(void* buf, int count, MPI_Datatype datatype, MPI_Message* message, MPI_Request* request) {
+  return unsupported("MPI_Imrecv", MPI_COMM_WORLD);
+}
+int MPI_Cancel(MPI_Request* request) {
+  return unsupported("MPI_Cancel", MPI_COMM_WORLD);
+}
+int MPI_Test_cancelled(const MPI_Status* status, int* flag) {
+  return unsupported("MPI_Test_cancelled", MPI_COMM_WORLD);
+}
+int MPI_Send_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                  MPI_Request* request) {
+  return unsupported("MPI_Send_init", comm);
+}
+int MPI_Bsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request) {
+  return unsupported("MPI_Bsend_init", comm);
+}
+int MPI_Ssend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request) {
+  return unsupported("MPI_Ssend_init", comm);
+}
+int MPI_Rsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request) {
+  return unsupported("MPI_Rsend_init", comm);
+}
+int MPI_Recv_init(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                  MPI_Request* request) {
+  return unsupported("MPI_Recv_init", comm);
+}
+int MPI_Start(MPI_Request* request) {
+  return unsupported("MPI_Start", MPI_COMM_WORLD);
+}
+int MPI_Startall(int count, MPI_Request array_of_requests[]) {
+  return unsupported("MPI_Startall", MPI_COMM_WORLD);
+}
+int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+  return unsupported("MPI_Sendrecv", comm);
+}
+int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag,
+                         MPI_Comm comm, MPI_Status* status) {
+  return unsupported("MPI_Sendrecv_replace", comm);
+}
+int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count) {
+  return unsupported("MPI_Get_elements", MPI_COMM_WORLD);
+}
+
+// --- Collectives
+int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                  void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  return unsupported("MPI_Alltoallv", comm);
+}
+int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                  void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                  MPI_Comm comm) {
+  return unsupported("MPI_Alltoallw", comm);
+}
+int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype, MPI_Op op) {
+  return unsupported("MPI_Reduce_local", MPI_COMM_WORLD);
+}
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
+  return unsupported("MPI_Ibarrier", comm);
+}
+int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request* request) {
+  return unsupported("MPI_Ibcast", comm);
+}
+int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+                MPI_Comm comm, MPI_Request* request) {
+  return unsupported("MPI_Ireduce", comm);
+}
+int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                   MPI_Request* request) {
+  return unsupported("MPI_Iallreduce", comm);
+}
+int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return unsupported("MPI_Iallgather", comm);
+}
+int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                    const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return unsupported("MPI_Iallgatherv", comm);
+}
+int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  return unsupported("MPI_Igather", comm);
+}
+int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                 const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  return unsupported("MPI_Igatherv", comm);
+}
+int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                 MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  return unsupported("MPI_Iscatter", comm);
+}
+int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                  MPI_Request* request) {
+  return unsupported("MPI_Iscatterv", comm);
+}
+int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return unsupported("MPI_Ialltoall", comm);
+}
+int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                   void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                   MPI_Request* request) {
+  return unsupported("MPI_Ialltoallv", comm);
+}
+int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                        MPI_Comm comm, MPI_Request* request) {
+  return unsupported("MPI_Ireduce_scatter", comm);
+}
+int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                              MPI_Comm comm, MPI_Request* request) {
+  return unsupported("MPI_Ireduce_scatter_block", comm);
+}
+int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+              MPI_Request* request) {
+  return unsupported("MPI_Iscan", comm);
+}
+int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                MPI_Request* request) {
+  return unsupported("MPI_Iexscan", comm);
+}
+
+// --- Groups and communicators
+int MPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
+  return unsupported("MPI_Comm_group", MPI_COMM_WORLD);
+}
+int MPI_Group_size(MPI_Group group, int* size) {
+  return unsupported("MPI_Group_size", MPI_COMM_WORLD);
+}
+int MPI_Group_rank(MPI_Group group, int* rank) {
+  return unsupported("MPI_Group_rank", MPI_COMM_WORLD);
+}
+int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
+  return unsupported("MPI_Group_incl", MPI_COMM_WORLD);
+}
+int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
+  return unsupported("MPI_Group_excl", MPI_COMM_WORLD);
+}
+int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2, int ranks2[]) {
+  return unsupported("MPI_Group_translate_ranks", MPI_COMM_WORLD);
+}
+int MPI_Group_free(MPI_Group* group) {
+  return unsupported("MPI_Group_free", MPI_COMM_WORLD);
+}
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
+  return unsupported("MPI_Comm_create", comm);
+}
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm) {
+  return unsupported("MPI_Comm_split_type", comm);
+}
+int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result) {
+  return unsupported("MPI_Comm_compare", MPI_COMM_WORLD);
+}
+int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {
+  return unsupported("MPI_Comm_test_inter", comm);
+}
+int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag) {
+  return unsupported("MPI_Comm_get_attr", comm);
+}
+int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name) {
+  return unsupported("MPI_Comm_set_name", comm);
+}
+int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen) {
+  return unsupported("MPI_Comm_get_name", comm);
+}
+int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* comm_errhandler_fn, MPI_Errhandler* errhandler) {
+  return unsupported("MPI_Comm_create_errhandler", MPI_COMM_WORLD);
+}
+int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode) {
+  return unsupported("MPI_Comm_call_errhandler", comm);
+}
+int MPI_Info_create(MPI_Info* info) {
+  return unsupported("MPI_Info_create", MPI_COMM_WORLD);
+}
+int MPI_Info_set(MPI_Info info, const char* key, const char* value) {
+  return unsupported("MPI_Info_set", MPI_COMM_WORLD);
+}
+int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int* flag) {
+  return unsupported("MPI_Info_get", MPI_COMM_WORLD);
+}
+int MPI_Info_free(MPI_Info* info) {
+  return unsupported("MPI_Info_free", MPI_COMM_WORLD);
+}
+
+// --- Process topologies
+int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder,
+                    MPI_Comm* comm_cart) {
+  return unsupported("MPI_Cart_create", comm_old);
+}
+int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]) {
+  return unsupported("MPI_Cart_coords", comm);
+}
+int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank) {
+  return unsupported("MPI_Cart_rank", comm);
+}
+int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int* rank_dest) {
+  return unsupported("MPI_Cart_shift", comm);
+}
+int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]) {
+  return unsupported("MPI_Cart_get", comm);
+}
+int MPI_Cartdim_get(MPI_Comm comm, int* ndims) {
+  return unsupported("MPI_Cartdim_get", comm);
+}
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm) {
+  return unsupported("MPI_Cart_sub", comm);
+}
+int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int* newrank) {
+  return unsupported("MPI_Cart_map", comm);
+}
+int MPI_Dims_create(int nnodes, int ndims, int dims[]) {
+  return unsupported("MPI_Dims_create", MPI_COMM_WORLD);
+}
+int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int edges[], int reorder,
+                     MPI_Comm* comm_graph) {
+  return unsupported("MPI_Graph_create", comm_old);
+}
+int MPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[]) {
+  return unsupported("MPI_Graph_get", comm);
+}
+int MPI_Graphdims_get(MPI_Comm comm, int* nnodes, int* nedges) {
+  return unsupported("MPI_Graphdims_get", comm);
+}
+int MPI_Graph_neighbors_count(MPI_Comm comm, int rank, int* nneighbors) {
+  return unsupported("MPI_Graph_neighbors_count", comm);
+}
+int MPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[]) {
+  return unsupported("MPI_Graph_neighbors", comm);
+}
+int MPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int* newrank) {
+  return unsupported("MPI_Graph_map", comm);
+}
+int MPI_Topo_test(MPI_Comm comm, int* status) {
+  return unsupported("MPI_Topo_test", comm);
+}
+int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[],
+                          const int destinations[], const int weights[], MPI_Info info, int reorder,
+                          MPI_Comm* comm_dist_graph) {
+  return unsupported("MPI_Dist_graph_create", comm_old);
+}
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[], const int sourceweights[],
+                                   int outdegree, const int destinations[], const int destweights[], MPI_Info info,
+                                   int reorder, MPI_Comm* comm_dist_graph) {
+  return unsupported("MPI_Dist_graph_create_adjacent", comm_old);
+}
+int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int* indegree, int* outdegree, int* weighted) {
+  return unsupported("MPI_Dist_graph_neighbors_count", comm);
+}
+int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[], int maxoutdegree,
+                             int destinations[], int destweights[]) {
+  return unsupported("MPI_Dist_graph_neighbors", comm);
+}
+int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                           MPI_Datatype recvtype, MPI_Comm comm) {
+  return unsupported("MPI_Neighbor_allgather", comm);
+}
+int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                          MPI_Datatype recvtype, MPI_Comm comm) {
+  return unsupported("MPI_Neighbor_alltoall", comm);
+}
+
+// --- One-sided (RMA)
+int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win* win) {
+  return unsupported("MPI_Win_create", comm);
+}
+int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr, MPI_Win* win) {
+  return unsupported("MPI_Win_allocate", comm);
+}
+int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr, MPI_Win* win) {
+  return unsupported("MPI_Win_allocate_shared", comm);
+}
+int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win* win) {
+  return unsupported("MPI_Win_create_dynamic", comm);
+}
+int MPI_Win_attach(MPI_Win win, void* base, MPI_Aint size) {
+  return unsupported("MPI_Win_attach", MPI_COMM_WORLD);
+}
+int MPI_Win_detach(MPI_Win win, const void* base) {
+  return unsupported("MPI_Win_detach", MPI_COMM_WORLD);
+}
+int MPI_Win_free(MPI_Win* win) {
+  return unsupported("MPI_Win_free", MPI_COMM_WORLD);
+}
+int MPI_Win_fence(int assert, MPI_Win win) {
+  return unsupported("MPI_Win_fence", MPI_COMM_WORLD);
+}
+int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win) {
+  return unsupported("MPI_Win_lock", MPI_COMM_WORLD);
+}
+int MPI_Win_unlock(int rank, MPI_Win win) {
+  return unsupported("MPI_Win_unlock", MPI_COMM_WORLD);
+}
+int MPI_Win_lock_all(int assert, MPI_Win win) {
+  return unsupported("MPI_Win_lock_all", MPI_COMM_WORLD);
+}
+int MPI_Win_unlock_all(MPI_Win win) {
+  return unsupported("MPI_Win_unlock_all", MPI_COMM_WORLD);
+}
+int MPI_Win_flush(int rank, MPI_Win win) {
+  return unsupported("MPI_Win_flush", MPI_COMM_WORLD);
+}
+int MPI_Win_flush_local(int rank, MPI_Win win) {
+  return unsupported("MPI_Win_flush_local", MPI_COMM_WORLD);
+}
+int MPI_Win_flush_all(MPI_Win win) {
+  return unsupported("MPI_Win_flush_all", MPI_COMM_WORLD);
+}
+int MPI_Win_flush_local_all(MPI_Win win) {
+  return unsupported("MPI_Win_flush_local_all", MPI_COMM_WORLD);
+}
+int MPI_Win_sync(MPI_Win win) {
+  return unsupported("MPI_Win_sync", MPI_COMM_WORLD);
+}
+int MPI_Win_post(MPI_Group group, int assert, MPI_Win win) {
+  return unsupported("MPI_Win_post", MPI_COMM_WORLD);
+}
+int MPI_Win_start(MPI_Group group, int assert, MPI_Win win) {
+  return unsupported("MPI_Win_start", MPI_COMM_WORLD);
+}
+int MPI_Win_complete(MPI_Win win) {
+  return unsupported("MPI_Win_complete", MPI_COMM_WORLD);
+}
+int MPI_Win_wait(MPI_Win win) {
+  return unsupported("MPI_Win_wait", MPI_COMM_WORLD);
+}
+int MPI_Win_test(MPI_Win win, int* flag) {
+  return unsupported("MPI_Win_test", MPI_COMM_WORLD);
+}
+int MPI_Win_shared_query(MPI_Win win, int rank, MPI_Aint* size, int* disp_unit, void* baseptr) {
+  return unsupported("MPI_Win_shared_query", MPI_COMM_WORLD);
+}
+int MPI_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+            MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win) {
+  return unsupported("MPI_Put", MPI_COMM_WORLD);
+}
+int MPI_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
+            int target_count, MPI_Datatype target_datatype, MPI_Win win) {
+  return unsupported("MPI_Get", MPI_COMM_WORLD);
+}
+int MPI_Rput(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+             MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win,
+             MPI_Request* request) {
+  return unsupported("MPI_Rput", MPI_COMM_WORLD);
+}
+int MPI_Rget(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
+             int target_count, MPI_Datatype target_datatype, MPI_Win win, MPI_Request* request) {
+  return unsupported("MPI_Rget", MPI_COMM_WORLD);
+}
+int MPI_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+                   MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
+  return unsupported("MPI_Accumulate", MPI_COMM_WORLD);
+}
+int MPI_Get_accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, void* result_addr,
+                       int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+                       int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
+  return unsupported("MPI_Get_accumulate", MPI_COMM_WORLD);
+}
+int MPI_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype datatype, int target_rank,
+                     MPI_Aint target_disp, MPI_Op op, MPI_Win win) {
+  return unsupported("MPI_Fetch_and_op", MPI_COMM_WORLD);
+}
+int MPI_Compare_and_swap(const void* origin_addr, const void* compare_addr, void* result_addr, MPI_Datatype datatype,
+                         int target_rank, MPI_Aint target_disp, MPI_Win win) {
+  return unsupported("MPI_Compare_and_swap", MPI_COMM_WORLD);
+}
+
+// --- Datatypes
+int MPI_Type_create_struct(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[],
+                           const MPI_Datatype array_of_types[], MPI_Datatype* newtype) {
+  return unsupported("MPI_Type_create_struct", MPI_COMM_WORLD);
+}
+int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
+                            MPI_Datatype* newtype) {
+  return unsupported("MPI_Type_create_hvector", MPI_COMM_WORLD);
+}
+int MPI_Type_indexed(int count, const int array_of_blocklengths[], const int array_of_displacements[],
+                     MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return unsupported("MPI_Type_indexed", MPI_COMM_WORLD);
+}
+int MPI_Type_create_hindexed(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[],
+                             MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return unsupported("MPI_Type_create_hindexed", MPI_COMM_WORLD);
+}
+int MPI_Type_create_indexed_block(int count, int blocklength, const int array_of_displacements[],
+                                  MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return unsupported("MPI_Type_create_indexed_block", MPI_COMM_WORLD);
+}
+int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
+                             const int array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return unsupported("MPI_Type_create_subarray", MPI_COMM_WORLD);
+}
+int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, MPI_Datatype* newtype) {
+  return unsupported("MPI_Type_create_resized", MPI_COMM_WORLD);
+}
+int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return unsupported("MPI_Type_dup", MPI_COMM_WORLD);
+}
+int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent) {
+  return unsupported("MPI_Type_get_true_extent", MPI_COMM_WORLD);
+}
+int MPI_Type_set_name(MPI_Datatype datatype, const char* type_name) {
+  return unsupported("MPI_Type_set_name", MPI_COMM_WORLD);
+}
+int MPI_Type_get_envelope(MPI_Datatype datatype, int* num_integers, int* num_addresses, int* num_datatypes,
+                          int* combiner) {
+  return unsupported("MPI_Type_get_envelope", MPI_COMM_WORLD);
+}
+int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size) {
+  return unsupported("MPI_Type_size_x", MPI_COMM_WORLD);
+}
+int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count* lb, MPI_Count* extent) {
+  return unsupported("MPI_Type_get_extent_x", MPI_COMM_WORLD);
+}
+int MPI_Get_address(const void* location, MPI_Aint* address) {
+  return unsupported("MPI_Get_address", MPI_COMM_WORLD);
+}
+int MPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf, int outsize, int* position,
+             MPI_Comm comm) {
+  return unsupported("MPI_Pack", comm);
+}
+int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount, MPI_Datatype datatype,
+               MPI_Comm comm) {
+  return unsupported("MPI_Unpack", comm);
+}
+int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int* size) {
+  return unsupported("MPI_Pack_size", comm);
+}
+
+}  // extern "C"

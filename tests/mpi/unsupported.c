@@ -1,0 +1,211 @@
+/*
+ * chorus only: every declared-only function of the MPI subset compiles,
+ * links, and when called returns an error of class
+ * MPI_ERR_UNSUPPORTED_OPERATION whose message names the function (under
+ * MPI_ERRORS_RETURN), without touching its arguments.
+ *
+ * With the argument "fatal", calls MPI_Win_create under the default
+ * MPI_ERRORS_ARE_FATAL: the message must name the function and the process
+ * must exit with a failure status, as MPI_Abort does (ctest checks both).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <mpi.h>
+
+static int checked = 0, wrong = 0;
+
+static void expect_unsupported(const char* function, int code) {
+  int error_class = -1, length = 0;
+  char message[MPI_MAX_ERROR_STRING] = "";
+  MPI_Error_class(code, &error_class);
+  MPI_Error_string(code, message, &length);
+  ++checked;
+  if (error_class != MPI_ERR_UNSUPPORTED_OPERATION || strstr(message, function) == NULL) {
+    ++wrong;
+    printf("FAILED: %s returned class %d, message \"%s\"\n", function, error_class, message);
+  }
+}
+
+static void call_every_declared_only_function(void) {
+  expect_unsupported("MPI_Bsend", MPI_Bsend(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD));
+  expect_unsupported("MPI_Ssend", MPI_Ssend(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD));
+  expect_unsupported("MPI_Rsend", MPI_Rsend(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD));
+  expect_unsupported("MPI_Buffer_attach", MPI_Buffer_attach(NULL, 0));
+  expect_unsupported("MPI_Buffer_detach", MPI_Buffer_detach(NULL, NULL));
+  expect_unsupported("MPI_Isend", MPI_Isend(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Ibsend", MPI_Ibsend(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Issend", MPI_Issend(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Irsend", MPI_Irsend(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Irecv", MPI_Irecv(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Wait", MPI_Wait(NULL, NULL));
+  expect_unsupported("MPI_Test", MPI_Test(NULL, NULL, NULL));
+  expect_unsupported("MPI_Request_free", MPI_Request_free(NULL));
+  expect_unsupported("MPI_Waitany", MPI_Waitany(0, NULL, NULL, NULL));
+  expect_unsupported("MPI_Testany", MPI_Testany(0, NULL, NULL, NULL, NULL));
+  expect_unsupported("MPI_Waitall", MPI_Waitall(0, NULL, NULL));
+  expect_unsupported("MPI_Testall", MPI_Testall(0, NULL, NULL, NULL));
+  expect_unsupported("MPI_Waitsome", MPI_Waitsome(0, NULL, NULL, NULL, NULL));
+  expect_unsupported("MPI_Testsome", MPI_Testsome(0, NULL, NULL, NULL, NULL));
+  expect_unsupported("MPI_Request_get_status", MPI_Request_get_status(MPI_REQUEST_NULL, NULL, NULL));
+  expect_unsupported("MPI_Iprobe", MPI_Iprobe(0, 0, MPI_COMM_WORLD, NULL, NULL));
+  expect_unsupported("MPI_Probe", MPI_Probe(0, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Mprobe", MPI_Mprobe(0, 0, MPI_COMM_WORLD, NULL, NULL));
+  expect_unsupported("MPI_Improbe", MPI_Improbe(0, 0, MPI_COMM_WORLD, NULL, NULL, NULL));
+  expect_unsupported("MPI_Mrecv", MPI_Mrecv(NULL, 0, MPI_INT, NULL, NULL));
+  expect_unsupported("MPI_Imrecv", MPI_Imrecv(NULL, 0, MPI_INT, NULL, NULL));
+  expect_unsupported("MPI_Cancel", MPI_Cancel(NULL));
+  expect_unsupported("MPI_Test_cancelled", MPI_Test_cancelled(NULL, NULL));
+  expect_unsupported("MPI_Send_init", MPI_Send_init(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Bsend_init", MPI_Bsend_init(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Ssend_init", MPI_Ssend_init(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Rsend_init", MPI_Rsend_init(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Recv_init", MPI_Recv_init(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Start", MPI_Start(NULL));
+  expect_unsupported("MPI_Startall", MPI_Startall(0, NULL));
+  expect_unsupported("MPI_Sendrecv", MPI_Sendrecv(NULL, 0, MPI_INT, 0, 0, NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Sendrecv_replace", MPI_Sendrecv_replace(NULL, 0, MPI_INT, 0, 0, 0, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Get_elements", MPI_Get_elements(NULL, MPI_INT, NULL));
+  expect_unsupported("MPI_Alltoallv", MPI_Alltoallv(NULL, NULL, NULL, MPI_INT, NULL, NULL, NULL, MPI_INT, MPI_COMM_WORLD));
+  expect_unsupported("MPI_Alltoallw", MPI_Alltoallw(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MPI_COMM_WORLD));
+  expect_unsupported("MPI_Reduce_local", MPI_Reduce_local(NULL, NULL, 0, MPI_INT, MPI_SUM));
+  expect_unsupported("MPI_Ibarrier", MPI_Ibarrier(MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Ibcast", MPI_Ibcast(NULL, 0, MPI_INT, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Ireduce", MPI_Ireduce(NULL, NULL, 0, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Iallreduce", MPI_Iallreduce(NULL, NULL, 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Iallgather", MPI_Iallgather(NULL, 0, MPI_INT, NULL, 0, MPI_INT, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Iallgatherv", MPI_Iallgatherv(NULL, 0, MPI_INT, NULL, NULL, NULL, MPI_INT, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Igather", MPI_Igather(NULL, 0, MPI_INT, NULL, 0, MPI_INT, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Igatherv", MPI_Igatherv(NULL, 0, MPI_INT, NULL, NULL, NULL, MPI_INT, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Iscatter", MPI_Iscatter(NULL, 0, MPI_INT, NULL, 0, MPI_INT, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Iscatterv", MPI_Iscatterv(NULL, NULL, NULL, MPI_INT, NULL, 0, MPI_INT, 0, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Ialltoall", MPI_Ialltoall(NULL, 0, MPI_INT, NULL, 0, MPI_INT, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Ialltoallv", MPI_Ialltoallv(NULL, NULL, NULL, MPI_INT, NULL, NULL, NULL, MPI_INT, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Ireduce_scatter", MPI_Ireduce_scatter(NULL, NULL, NULL, MPI_INT, MPI_SUM, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Ireduce_scatter_block", MPI_Ireduce_scatter_block(NULL, NULL, 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Iscan", MPI_Iscan(NULL, NULL, 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Iexscan", MPI_Iexscan(NULL, NULL, 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Comm_group", MPI_Comm_group(MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Group_size", MPI_Group_size(MPI_GROUP_NULL, NULL));
+  expect_unsupported("MPI_Group_rank", MPI_Group_rank(MPI_GROUP_NULL, NULL));
+  expect_unsupported("MPI_Group_incl", MPI_Group_incl(MPI_GROUP_NULL, 0, NULL, NULL));
+  expect_unsupported("MPI_Group_excl", MPI_Group_excl(MPI_GROUP_NULL, 0, NULL, NULL));
+  expect_unsupported("MPI_Group_translate_ranks", MPI_Group_translate_ranks(MPI_GROUP_NULL, 0, NULL, MPI_GROUP_NULL, NULL));
+  expect_unsupported("MPI_Group_free", MPI_Group_free(NULL));
+  expect_unsupported("MPI_Comm_create", MPI_Comm_create(MPI_COMM_WORLD, MPI_GROUP_NULL, NULL));
+  expect_unsupported("MPI_Comm_split_type", MPI_Comm_split_type(MPI_COMM_WORLD, 0, 0, MPI_INFO_NULL, NULL));
+  expect_unsupported("MPI_Comm_compare", MPI_Comm_compare(MPI_COMM_WORLD, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Comm_test_inter", MPI_Comm_test_inter(MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Comm_get_attr", MPI_Comm_get_attr(MPI_COMM_WORLD, 0, NULL, NULL));
+  expect_unsupported("MPI_Comm_set_name", MPI_Comm_set_name(MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Comm_get_name", MPI_Comm_get_name(MPI_COMM_WORLD, NULL, NULL));
+  expect_unsupported("MPI_Comm_create_errhandler", MPI_Comm_create_errhandler(NULL, NULL));
+  expect_unsupported("MPI_Comm_call_errhandler", MPI_Comm_call_errhandler(MPI_COMM_WORLD, 0));
+  expect_unsupported("MPI_Info_create", MPI_Info_create(NULL));
+  expect_unsupported("MPI_Info_set", MPI_Info_set(MPI_INFO_NULL, NULL, NULL));
+  expect_unsupported("MPI_Info_get", MPI_Info_get(MPI_INFO_NULL, NULL, 0, NULL, NULL));
+  expect_unsupported("MPI_Info_free", MPI_Info_free(NULL));
+  expect_unsupported("MPI_Cart_create", MPI_Cart_create(MPI_COMM_WORLD, 0, NULL, NULL, 0, NULL));
+  expect_unsupported("MPI_Cart_coords", MPI_Cart_coords(MPI_COMM_WORLD, 0, 0, NULL));
+  expect_unsupported("MPI_Cart_rank", MPI_Cart_rank(MPI_COMM_WORLD, NULL, NULL));
+  expect_unsupported("MPI_Cart_shift", MPI_Cart_shift(MPI_COMM_WORLD, 0, 0, NULL, NULL));
+  expect_unsupported("MPI_Cart_get", MPI_Cart_get(MPI_COMM_WORLD, 0, NULL, NULL, NULL));
+  expect_unsupported("MPI_Cartdim_get", MPI_Cartdim_get(MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Cart_sub", MPI_Cart_sub(MPI_COMM_WORLD, NULL, NULL));
+  expect_unsupported("MPI_Cart_map", MPI_Cart_map(MPI_COMM_WORLD, 0, NULL, NULL, NULL));
+  expect_unsupported("MPI_Dims_create", MPI_Dims_create(0, 0, NULL));
+  expect_unsupported("MPI_Graph_create", MPI_Graph_create(MPI_COMM_WORLD, 0, NULL, NULL, 0, NULL));
+  expect_unsupported("MPI_Graph_get", MPI_Graph_get(MPI_COMM_WORLD, 0, 0, NULL, NULL));
+  expect_unsupported("MPI_Graphdims_get", MPI_Graphdims_get(MPI_COMM_WORLD, NULL, NULL));
+  expect_unsupported("MPI_Graph_neighbors_count", MPI_Graph_neighbors_count(MPI_COMM_WORLD, 0, NULL));
+  expect_unsupported("MPI_Graph_neighbors", MPI_Graph_neighbors(MPI_COMM_WORLD, 0, 0, NULL));
+  expect_unsupported("MPI_Graph_map", MPI_Graph_map(MPI_COMM_WORLD, 0, NULL, NULL, NULL));
+  expect_unsupported("MPI_Topo_test", MPI_Topo_test(MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Dist_graph_create", MPI_Dist_graph_create(MPI_COMM_WORLD, 0, NULL, NULL, NULL, NULL, MPI_INFO_NULL, 0, NULL));
+  expect_unsupported("MPI_Dist_graph_create_adjacent", MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 0, NULL, NULL, 0, NULL, NULL, MPI_INFO_NULL, 0, NULL));
+  expect_unsupported("MPI_Dist_graph_neighbors_count", MPI_Dist_graph_neighbors_count(MPI_COMM_WORLD, NULL, NULL, NULL));
+  expect_unsupported("MPI_Dist_graph_neighbors", MPI_Dist_graph_neighbors(MPI_COMM_WORLD, 0, NULL, NULL, 0, NULL, NULL));
+  expect_unsupported("MPI_Neighbor_allgather", MPI_Neighbor_allgather(NULL, 0, MPI_INT, NULL, 0, MPI_INT, MPI_COMM_WORLD));
+  expect_unsupported("MPI_Neighbor_alltoall", MPI_Neighbor_alltoall(NULL, 0, MPI_INT, NULL, 0, MPI_INT, MPI_COMM_WORLD));
+  expect_unsupported("MPI_Win_create", MPI_Win_create(NULL, 0, 0, MPI_INFO_NULL, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Win_allocate", MPI_Win_allocate(0, 0, MPI_INFO_NULL, MPI_COMM_WORLD, NULL, NULL));
+  expect_unsupported("MPI_Win_allocate_shared", MPI_Win_allocate_shared(0, 0, MPI_INFO_NULL, MPI_COMM_WORLD, NULL, NULL));
+  expect_unsupported("MPI_Win_create_dynamic", MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Win_attach", MPI_Win_attach(MPI_WIN_NULL, NULL, 0));
+  expect_unsupported("MPI_Win_detach", MPI_Win_detach(MPI_WIN_NULL, NULL));
+  expect_unsupported("MPI_Win_free", MPI_Win_free(NULL));
+  expect_unsupported("MPI_Win_fence", MPI_Win_fence(0, MPI_WIN_NULL));
+  expect_unsupported("MPI_Win_lock", MPI_Win_lock(0, 0, 0, MPI_WIN_NULL));
+  expect_unsupported("MPI_Win_unlock", MPI_Win_unlock(0, MPI_WIN_NULL));
+  expect_unsupported("MPI_Win_lock_all", MPI_Win_lock_all(0, MPI_WIN_NULL));
+  expect_unsupported("MPI_Win_unlock_all", MPI_Win_unlock_all(MPI_WIN_NULL));
+  expect_unsupported("MPI_Win_flush", MPI_Win_flush(0, MPI_WIN_NULL));
+  expect_unsupported("MPI_Win_flush_local", MPI_Win_flush_local(0, MPI_WIN_NULL));
+  expect_unsupported("MPI_Win_flush_all", MPI_Win_flush_all(MPI_WIN_NULL));
+  expect_unsupported("MPI_Win_flush_local_all", MPI_Win_flush_local_all(MPI_WIN_NULL));
+  expect_unsupported("MPI_Win_sync", MPI_Win_sync(MPI_WIN_NULL));
+  expect_unsupported("MPI_Win_post", MPI_Win_post(MPI_GROUP_NULL, 0, MPI_WIN_NULL));
+  expect_unsupported("MPI_Win_start", MPI_Win_start(MPI_GROUP_NULL, 0, MPI_WIN_NULL));
+  expect_unsupported("MPI_Win_complete", MPI_Win_complete(MPI_WIN_NULL));
+  expect_unsupported("MPI_Win_wait", MPI_Win_wait(MPI_WIN_NULL));
+  expect_unsupported("MPI_Win_test", MPI_Win_test(MPI_WIN_NULL, NULL));
+  expect_unsupported("MPI_Win_shared_query", MPI_Win_shared_query(MPI_WIN_NULL, 0, NULL, NULL, NULL));
+  expect_unsupported("MPI_Put", MPI_Put(NULL, 0, MPI_INT, 0, 0, 0, MPI_INT, MPI_WIN_NULL));
+  expect_unsupported("MPI_Get", MPI_Get(NULL, 0, MPI_INT, 0, 0, 0, MPI_INT, MPI_WIN_NULL));
+  expect_unsupported("MPI_Rput", MPI_Rput(NULL, 0, MPI_INT, 0, 0, 0, MPI_INT, MPI_WIN_NULL, NULL));
+  expect_unsupported("MPI_Rget", MPI_Rget(NULL, 0, MPI_INT, 0, 0, 0, MPI_INT, MPI_WIN_NULL, NULL));
+  expect_unsupported("MPI_Accumulate", MPI_Accumulate(NULL, 0, MPI_INT, 0, 0, 0, MPI_INT, MPI_SUM, MPI_WIN_NULL));
+  expect_unsupported("MPI_Get_accumulate", MPI_Get_accumulate(NULL, 0, MPI_INT, NULL, 0, MPI_INT, 0, 0, 0, MPI_INT, MPI_SUM, MPI_WIN_NULL));
+  expect_unsupported("MPI_Fetch_and_op", MPI_Fetch_and_op(NULL, NULL, MPI_INT, 0, 0, MPI_SUM, MPI_WIN_NULL));
+  expect_unsupported("MPI_Compare_and_swap", MPI_Compare_and_swap(NULL, NULL, NULL, MPI_INT, 0, 0, MPI_WIN_NULL));
+  expect_unsupported("MPI_Type_create_struct", MPI_Type_create_struct(0, NULL, NULL, NULL, NULL));
+  expect_unsupported("MPI_Type_create_hvector", MPI_Type_create_hvector(0, 0, 0, MPI_INT, NULL));
+  expect_unsupported("MPI_Type_indexed", MPI_Type_indexed(0, NULL, NULL, MPI_INT, NULL));
+  expect_unsupported("MPI_Type_create_hindexed", MPI_Type_create_hindexed(0, NULL, NULL, MPI_INT, NULL));
+  expect_unsupported("MPI_Type_create_indexed_block", MPI_Type_create_indexed_block(0, 0, NULL, MPI_INT, NULL));
+  expect_unsupported("MPI_Type_create_subarray", MPI_Type_create_subarray(0, NULL, NULL, NULL, 0, MPI_INT, NULL));
+  expect_unsupported("MPI_Type_create_resized", MPI_Type_create_resized(MPI_INT, 0, 0, NULL));
+  expect_unsupported("MPI_Type_dup", MPI_Type_dup(MPI_INT, NULL));
+  expect_unsupported("MPI_Type_get_true_extent", MPI_Type_get_true_extent(MPI_INT, NULL, NULL));
+  expect_unsupported("MPI_Type_set_name", MPI_Type_set_name(MPI_INT, NULL));
+  expect_unsupported("MPI_Type_get_envelope", MPI_Type_get_envelope(MPI_INT, NULL, NULL, NULL, NULL));
+  expect_unsupported("MPI_Type_size_x", MPI_Type_size_x(MPI_INT, NULL));
+  expect_unsupported("MPI_Type_get_extent_x", MPI_Type_get_extent_x(MPI_INT, NULL, NULL));
+  expect_unsupported("MPI_Get_address", MPI_Get_address(NULL, NULL));
+  expect_unsupported("MPI_Pack", MPI_Pack(NULL, 0, MPI_INT, NULL, 0, NULL, MPI_COMM_WORLD));
+  expect_unsupported("MPI_Unpack", MPI_Unpack(NULL, 0, NULL, NULL, 0, MPI_INT, MPI_COMM_WORLD));
+  expect_unsupported("MPI_Pack_size", MPI_Pack_size(0, MPI_INT, MPI_COMM_WORLD, NULL));
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (argc > 1 && strcmp(argv[1], "fatal") == 0) {
+    MPI_Win win;
+    int memory[4];
+    MPI_Win_create(memory, sizeof memory, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    printf("FAILED: MPI_Win_create returned under MPI_ERRORS_ARE_FATAL\n");
+    MPI_Finalize();
+    return 0;
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  call_every_declared_only_function();
+  /* Still fully usable afterwards. */
+  int one = 1, total = 0, size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Allreduce(&one, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (total != size) {
+    ++wrong;
+    printf("FAILED: allreduce after the unsupported calls gave %d\n", total);
+  }
+  char message[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (rank == 0) {
+    MPI_Error_string(MPI_Isend(&one, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL), message, &length);
+    printf("example: %s\n", message);
+  }
+  printf("rank %d: declared-only functions: %d checked, %d wrong\n", rank, checked, wrong);
+  MPI_Finalize();
+  return wrong == 0 ? 0 : 1;
+}
