@@ -10,9 +10,9 @@
  *    allgather, reduce_scatter and alltoall the size is the whole
  *    gathered/scattered buffer (each rank's block is size / n);
  *  - per size, fresh buffers; per iteration (warmup + iters): reset the inputs
- *    (with --check; otherwise only before the first), time the one call with
- *    MPI_Wtime, then (with --check) compare every element with its expected
- *    value outside the timed region;
+ *    (with --check; otherwise only before the first), with --sync an untimed
+ *    barrier, time the one call with MPI_Wtime, then (with --check) compare
+ *    every element with its expected value outside the timed region;
  *  - time = the slowest rank's mean over the timed iterations; algbw = size /
  *    time; busbw = algbw x nccl-tests' factor (allreduce 2(n-1)/n; allgather,
  *    reduce_scatter, alltoall (n-1)/n; broadcast, reduce 1);
@@ -46,7 +46,7 @@ static const double kSentinel = 99; /* never a valid result for these inputs */
 struct options {
   int ops[NUM_COLLS];
   int nops;
-  int dtype, redop, root, in_place, check, csv;
+  int dtype, redop, root, in_place, check, csv, sync;
   size_t min_bytes, max_bytes;
   double step_factor;
   int iters, warmup;
@@ -79,6 +79,8 @@ static void usage(FILE* out) {
       "                   before each one); exit 1 if anything is wrong\n"
       "  --in-place       MPI_IN_PLACE (broadcast is always in place)\n"
       "  --root R         root of broadcast and reduce (default 0)\n"
+      "  --sync           an untimed MPI_Barrier before every call (as chorus-bench\n"
+      "                   --sync): the time is the call's alone\n"
       "  --csv            comma-separated output, the columns of chorus-bench --csv\n"
       "  -h, --help       this text\n",
       out);
@@ -146,6 +148,8 @@ static int parse_options(int argc, char** argv, int rank, struct options* o) {
       o->in_place = 1, takes_value = 0;
     } else if (strcmp(arg, "--csv") == 0) {
       o->csv = 1, takes_value = 0;
+    } else if (strcmp(arg, "--sync") == 0) {
+      o->sync = 1, takes_value = 0;
     } else if (strcmp(arg, "--inject-error-for-test") == 0) {
       o->inject_error_for_test = 1, takes_value = 0;
     } else if (value == NULL) {
@@ -406,6 +410,7 @@ static uint64_t row(int c, size_t bytes, const struct shape* s, int rank, int n,
   double busy = 0;
   for (int it = 0; it < o->warmup + o->iters; ++it) {
     if (o->check || it == 0) fill(c, s, &b, rank, o);
+    if (o->sync) MPI_Barrier(MPI_COMM_WORLD);
     double start = MPI_Wtime();
     int err = run(c, s, &b, rank, o);
     double seconds = MPI_Wtime() - start;
