@@ -71,6 +71,7 @@ class Runner {
     for (int iteration = 0; iteration < options_.warmup + options_.iters; ++iteration) {
       // Without --check the inputs are set once; results then drift, which timing does not mind.
       if (options_.check || iteration == 0) buffers.fill();
+      if (options_.sync) comm_.barrier();
       auto start = Clock::now();
       spec.run(comm_, call);
       double seconds = std::chrono::duration<double>(Clock::now() - start).count();

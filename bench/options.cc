@@ -104,6 +104,10 @@ Options:
                       reset before each one); exit 1 if anything is wrong
   --in-place          run in place (send and receive in one buffer)
   --root R            root of broadcast and reduce (default 0)
+  --sync              an untimed barrier before every call, so every rank
+                      starts it together: the time is the call's alone, not
+                      also the wait for a rank still checking or filling the
+                      previous iteration (OSU's method); off by default
   --csv               comma-separated output
   -h, --help          this text
 
@@ -156,6 +160,8 @@ Options parse_options(int argc, char** argv) {
       options.root = parse_int(arg, value(), 0, 1 << 20);
     } else if (arg == "--csv") {
       options.csv = true;
+    } else if (arg == "--sync") {
+      options.sync = true;
     } else if (arg == "--inject-error-for-test") {
       options.inject_error_for_test = true;
     } else if (arg == "-h" || arg == "--help") {
