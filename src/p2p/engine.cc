@@ -7,6 +7,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -57,11 +58,18 @@ struct Unexpected {
 
 bool tag_matches(Tag posted, Tag mask, Tag arrived) { return (posted & mask) == (arrived & mask); }
 
-unsigned usable_cpus() {
+// Cores the local ranks can share. A rank pinned to one core (taskset,
+// mpirun --bind-to core) sees a single CPU in its own mask although its
+// peers sit on other cores: then the machine's online CPUs are what counts.
+// Ranks deliberately pinned to one shared core are not detected (rare).
+unsigned usable_cpus(int local_size) {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
+  const int own = std::max(1, CPU_COUNT(&set));
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (own < local_size && own == 1 && online > 1) return static_cast<unsigned>(online);
+  return static_cast<unsigned>(own);
 }
 
 }  // namespace
@@ -77,7 +85,7 @@ class Engine::Impl final : public transport::Sink {
         reg_cache_(transport, settings.reg_cache_bytes, settings.leave_pinned),
         // With more ranks than cores, a spinning rank steals the core of the
         // peer it waits for: give the core away as soon as a poll is empty.
-        oversubscribed_(static_cast<unsigned>(local_size) > usable_cpus()),
+        oversubscribed_(static_cast<unsigned>(local_size) > usable_cpus(local_size)),
         peer_failures_(static_cast<size_t>(size)) {
     if (oversubscribed_) log::info("more local ranks (", local_size, ") than usable cores: progress yields when idle");
   }
