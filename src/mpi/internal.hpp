@@ -10,6 +10,7 @@
 #pragma once
 
 #include "chorus/mpi/mpi.h"
+#include "common/error.hpp"
 
 #include <chorus/chorus.hpp>
 
@@ -106,12 +107,7 @@ struct Failure {
   std::string message;
 };
 
-template <class... Args>
-std::string concat(Args&&... args) {
-  std::ostringstream out;
-  (out << ... << std::forward<Args>(args));
-  return out.str();
-}
+using chorus::concat;  // the library's formatter (common/error.hpp)
 
 template <class... Args>
 [[noreturn]] void fail(int error_class, Args&&... args) {
