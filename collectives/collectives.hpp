@@ -67,10 +67,12 @@ class Scratch {
 // between the same pair of ranks match in order.
 class Context {
  public:
+  // `call_check` is a digest of the call's arguments and algorithm; it rides
+  // on every message so a rank whose call differs is told so, not fed data.
   Context(p2p::Engine& engine, std::span<const int> engine_ranks, int rank, uint64_t tag_base, Scratch& scratch,
-          const Tuning& tuning)
+          const Tuning& tuning, uint32_t call_check = 0)
       : engine_(engine), engine_ranks_(engine_ranks), rank_(rank), tag_base_(tag_base), scratch_(scratch),
-        tuning_(tuning) {}
+        tuning_(tuning), call_check_(call_check) {}
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(engine_ranks_.size()); }
@@ -78,10 +80,11 @@ class Context {
   void* scratch(int slot, size_t bytes) { return scratch_.get(slot, bytes); }
 
   p2p::Request isend(int to, uint32_t step, const void* buf, size_t bytes) {
-    return engine_.isend(engine_ranks_[static_cast<size_t>(to)], tag(step), buf, bytes);
+    return engine_.isend(engine_ranks_[static_cast<size_t>(to)], tag(step), buf, bytes, call_check_);
   }
   p2p::Request irecv(int from, uint32_t step, void* buf, size_t bytes) {
-    return engine_.irecv(engine_ranks_[static_cast<size_t>(from)], tag(step), buf, bytes);
+    return engine_.irecv(engine_ranks_[static_cast<size_t>(from)], tag(step), buf, bytes, p2p::kExactTag,
+                         call_check_);
   }
   void wait(p2p::Request& request) { engine_.wait(request); }
   void wait_all(std::span<p2p::Request> requests) { engine_.wait_all(requests); }
@@ -101,6 +104,7 @@ class Context {
   uint64_t tag_base_;
   Scratch& scratch_;
   const Tuning& tuning_;
+  uint32_t call_check_;
 };
 
 using AlgorithmFn = void (*)(Context& ctx, const Args& args);

@@ -59,7 +59,79 @@ std::string this_hostname() {
   return name;
 }
 
+// FNV-1a over the fields every rank must pass alike; 0 is reserved for
+// "not a collective", so it is mapped away.
+uint32_t call_digest(Collective op, const coll::Args& args, std::string_view algorithm) {
+  uint32_t hash = 2166136261u;
+  auto mix = [&](uint64_t value) {
+    for (int byte = 0; byte < 8; ++byte) hash = (hash ^ ((value >> (8 * byte)) & 0xff)) * 16777619u;
+  };
+  mix(static_cast<uint64_t>(op));
+  mix(args.count);
+  mix(static_cast<uint64_t>(args.dtype));
+  mix(is_reduction(op) ? static_cast<uint64_t>(args.op) : 0);
+  mix(has_root(op) ? static_cast<uint64_t>(args.root) : 0);
+  for (char c : algorithm) mix(static_cast<unsigned char>(c));
+  return hash == 0 ? 1 : hash;
+}
+
+std::string describe_call(Collective op, const coll::Args& args, std::string_view algorithm) {
+  if (op == Collective::barrier) return concat("barrier() with algorithm ", algorithm);
+  return concat(to_string(op), "(count ", args.count, " of ", to_string(args.dtype),
+                is_reduction(op) ? concat(", op ", to_string(args.op)) : std::string(),
+                has_root(op) ? concat(", root ", args.root) : std::string(), ") with algorithm ", algorithm);
+}
+
 }  // namespace
+
+// One rank's call as CHORUS_CHECK_CALLS compares it (fixed layout: it is
+// allgathered as bytes).
+struct CallRecord {
+  int32_t op, dtype, reduce_op, root;
+  uint64_t count;
+  int32_t algorithm;  // index in coll::algorithms(op)
+  int32_t unused = 0;
+  bool operator==(const CallRecord&) const = default;
+};
+
+namespace {
+
+CallRecord record_of(Collective op, const coll::Args& args, const coll::Algorithm& algorithm) {
+  const auto all = coll::algorithms(op);
+  const auto index = std::find(all.begin(), all.end(), &algorithm) - all.begin();
+  return {static_cast<int32_t>(op), static_cast<int32_t>(args.dtype), is_reduction(op) ? static_cast<int32_t>(args.op) : 0,
+          has_root(op) ? args.root : 0, args.count, static_cast<int32_t>(index)};
+}
+
+std::string describe_record(const CallRecord& r) {
+  const auto op = static_cast<Collective>(r.op);
+  const auto all = coll::algorithms(op);
+  const std::string_view algorithm =
+      r.algorithm >= 0 && static_cast<size_t>(r.algorithm) < all.size() ? all[static_cast<size_t>(r.algorithm)]->name : "?";
+  coll::Args args{nullptr, nullptr, r.count, static_cast<DataType>(r.dtype), static_cast<ReduceOp>(r.reduce_op), r.root};
+  return describe_call(op, args, algorithm);
+}
+
+}  // namespace
+
+class CommunicatorImpl::CallScope {
+ public:
+  CallScope(CommunicatorImpl& comm, const char* what) : comm_(comm) {
+    const char* busy = nullptr;
+    if (!comm.active_call_.compare_exchange_strong(busy, what)) {
+      // Not sticky: the call already in progress is unaffected.
+      fail(Status::invalid_argument, what, " on rank ", comm.rank_, " was called while another thread is inside ", busy,
+           " on the same communicator; calls on one communicator must not overlap (chorus serializes, it does not "
+           "reorder: give each thread its own communicator with dup())");
+    }
+  }
+  ~CallScope() { comm_.active_call_.store(nullptr); }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  CommunicatorImpl& comm_;
+};
 
 size_t payload_bytes(Collective op, const coll::Args& args, int size) {
   size_t bytes = args.count * datatype_size(args.dtype);
@@ -220,11 +292,12 @@ const coll::Algorithm& CommunicatorImpl::choose(Collective op, size_t bytes) con
 
 void CommunicatorImpl::run_single_rank(Collective op, const coll::Args& args) {
   const size_t bytes = payload_bytes(op, args, 1);
-  if (op == Collective::barrier || op == Collective::broadcast || args.send == args.recv || args.recv == nullptr) return;
+  if (bytes == 0 || op == Collective::barrier || op == Collective::broadcast || args.send == args.recv || args.recv == nullptr) return;
   std::memmove(args.recv, args.send, bytes);
 }
 
 void CommunicatorImpl::run(Collective op, const coll::Args& args) {
+  CallScope scope(*this, to_string(op).data());
   std::lock_guard<std::mutex> lock(session_->mutex);
   check_usable();
   run_locked(op, args);
@@ -232,21 +305,56 @@ void CommunicatorImpl::run(Collective op, const coll::Args& args) {
 
 void CommunicatorImpl::run_locked(Collective op, const coll::Args& user_args) {
   validate(op, user_args);
-  if (op != Collective::barrier && user_args.count == 0) return;
   if (size() == 1) return run_single_rank(op, user_args);
+  const coll::Algorithm& algorithm = choose(op, payload_bytes(op, user_args, size()));
+  if (session_->settings.check_calls) {
+    // Before the count == 0 shortcut: a rank passing 0 where others do not is a mismatch too.
+    guarded(to_string(op).data(), [&] { verify_same_call(record_of(op, user_args, algorithm)); });
+  }
+  if (op != Collective::barrier && user_args.count == 0) return;
 
   coll::Args args = user_args;
   if (op == Collective::reduce && args.recv == nullptr) {
     // MPI lets non-roots pass no receive buffer; algorithms may still use one.
     args.recv = scratch_.get(3, args.count * datatype_size(args.dtype));
   }
-  const coll::Algorithm& algorithm = choose(op, payload_bytes(op, args, size()));
+  const uint64_t tag_base = context_bits(context_id_) | ((sequence_++ & 0xffffffffu) << 16);
+  coll::Context context(*session_->engine, engine_ranks_, rank(), tag_base, scratch_, tuning_,
+                        call_digest(op, args, algorithm.name));
+  guarded(to_string(op).data(), [&] {
+    try {
+      algorithm.run(context, args);
+    } catch (const Error& e) {
+      // The engine saw another call's digest or size: say what this rank called.
+      if (e.status() != Status::invalid_argument && e.status() != Status::truncated) throw;
+      throw Error(e.status(), concat(e.what(), "; this rank called ", describe_call(op, args, algorithm.name)),
+                  e.peer());
+    }
+  });
+}
+
+// CHORUS_CHECK_CALLS: every rank learns every rank's call, so all of them
+// fail together, naming the ranks that differ, before any data moves.
+void CommunicatorImpl::verify_same_call(const CallRecord& mine) {
+  std::vector<CallRecord> everyone(static_cast<size_t>(size()));
   const uint64_t tag_base = context_bits(context_id_) | ((sequence_++ & 0xffffffffu) << 16);
   coll::Context context(*session_->engine, engine_ranks_, rank(), tag_base, scratch_, tuning_);
-  guarded(to_string(op).data(), [&] { algorithm.run(context, args); });
+  coll::algorithms(Collective::allgather).front()->run(
+      context, {&mine, everyone.data(), sizeof(CallRecord), DataType::uint8, ReduceOp::sum, 0});
+  std::string differences;
+  for (int r = 0; r < size(); ++r) {
+    const CallRecord& theirs = everyone[static_cast<size_t>(r)];
+    if (theirs == mine) continue;
+    differences += concat(differences.empty() ? "" : "; ", "rank ", r, " called ", describe_record(theirs));
+  }
+  if (!differences.empty()) {
+    fail(Status::invalid_argument, "the ranks' calls differ (CHORUS_CHECK_CALLS=1): rank ", rank_, " (this rank) called ",
+         describe_record(mine), "; ", differences);
+  }
 }
 
 void CommunicatorImpl::send(const void* buf, size_t bytes, int peer, int tag) {
+  CallScope scope(*this, "send");
   std::lock_guard<std::mutex> lock(session_->mutex);
   check_usable();
   if (tag < 0 || tag > kMaxUserTag) fail(Status::invalid_argument, "send: tag ", tag, " outside 0..", kMaxUserTag);
@@ -258,6 +366,7 @@ void CommunicatorImpl::send(const void* buf, size_t bytes, int peer, int tag) {
 }
 
 Received CommunicatorImpl::recv(void* buf, size_t bytes, int peer, int tag) {
+  CallScope scope(*this, "recv");
   std::lock_guard<std::mutex> lock(session_->mutex);
   check_usable();
   if (tag != kAnyTag && (tag < 0 || tag > kMaxUserTag)) {
@@ -290,6 +399,7 @@ Received CommunicatorImpl::recv(void* buf, size_t bytes, int peer, int tag) {
 }
 
 std::unique_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
+  CallScope scope(*this, "split");
   std::lock_guard<std::mutex> lock(session_->mutex);
   check_usable();
   // One allgather over this communicator tells every rank each rank's
@@ -375,6 +485,12 @@ void CommunicatorImpl::finalize() {
     if (!sticky_error_ && session.bootstrap) leave_job();
   } catch (const Error& e) {
     failure = e;  // still release everything below
+  }
+  if (session.engine) {
+    // After an error, peers may still need our last messages to learn what
+    // went wrong (injected sends leave on later progress): linger briefly.
+    using std::chrono::milliseconds;
+    session.engine->flush_sends(sticky_error_ || failure ? milliseconds(100) : milliseconds(0), milliseconds(1000));
   }
   scratch_.release_all();  // its registrations go with the engine
   session.engine.reset();

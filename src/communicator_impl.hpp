@@ -20,6 +20,7 @@
 
 #include <array>
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <optional>
 
@@ -43,6 +44,8 @@ struct Session {
   bool closed = false;                  // the world communicator was finalized
   std::mutex mutex;
 };
+
+struct CallRecord;  // one rank's call, as CHORUS_CHECK_CALLS compares it
 
 class CommunicatorImpl {
  public:
@@ -89,12 +92,16 @@ class CommunicatorImpl {
   void validate(Collective op, const coll::Args& args) const;
   void run_locked(Collective op, const coll::Args& args);
   void run_single_rank(Collective op, const coll::Args& args);
+  void verify_same_call(const CallRecord& mine);
   const coll::Algorithm& choose(Collective op, size_t bytes) const;
   void set_members(std::vector<int> engine_ranks, int rank);
   int engine_rank_of(int peer, const char* what) const;
   // Runs `body`, remembering the first failure so later calls report it.
   template <class Body>
   void guarded(const char* what, Body&& body);
+  // Marks this communicator busy with `what` for one call; a second thread
+  // arriving meanwhile gets an error instead of a silently reordered call.
+  class CallScope;
 
   std::shared_ptr<Session> session_;
   uint32_t context_id_ = 0;
@@ -107,6 +114,7 @@ class CommunicatorImpl {
   uint64_t sequence_ = 0;
   std::optional<Error> sticky_error_;
   bool finalized_ = false;
+  std::atomic<const char*> active_call_{nullptr};  // the call in progress, if any
 };
 
 // Bytes moved by one call, as the selection table measures them.

@@ -93,6 +93,10 @@ class Transport {
   virtual void post_eager(int peer, const void* header, size_t header_bytes, const void* payload,
                           size_t payload_bytes) = 0;
 
+  // True while eager messages accepted by post_eager() may not have left this
+  // process yet (queued for credits or buffers, or awaiting their local
+  // completion), so tearing down now could lose them.
+  virtual bool sends_pending() const { return false; }
   // Registers [base, base+length) for local writes by reads and remote reads.
   virtual std::unique_ptr<MemoryRegion> register_memory(void* base, size_t length) = 0;
 

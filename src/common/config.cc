@@ -143,6 +143,9 @@ const std::vector<VariableDoc>& variables() {
        "1: keep registrations of application buffers cached on pinning transports (verbs) too, like Open MPI's "
        "mpi_leave_pinned; only safe if the application never frees a buffer it passed to chorus while the "
        "communicator lives"},
+      {"CHORUS_CHECK_CALLS", "0",
+       "1: before every collective the ranks compare their calls (collective, count, datatype, op, root, "
+       "algorithm) and all fail naming who differs; costs one small allgather per call (for debugging)"},
       {"CHORUS_SPIN_US", "50", "microseconds to busy-poll before blocking on the transport (0..1000000)"},
       {"CHORUS_ALGO_<OP>", "auto",
        "force an algorithm for one collective, e.g. CHORUS_ALGO_ALLREDUCE=ring (chorus_info lists the names)"},
@@ -163,6 +166,7 @@ Settings Settings::from_env() {
   s.reads_in_flight = static_cast<int>(env_int("CHORUS_RDV_READS", s.reads_in_flight, 1, 64));
   s.reg_cache_bytes = env_bytes("CHORUS_REG_CACHE_BYTES", s.reg_cache_bytes, 0, 1ull << 40);
   s.leave_pinned = env_bool("CHORUS_LEAVE_PINNED", s.leave_pinned);
+  s.check_calls = env_bool("CHORUS_CHECK_CALLS", s.check_calls);
   s.spin = std::chrono::microseconds(env_int("CHORUS_SPIN_US", s.spin.count(), 0, 1000000));
   s.transport = env_choice("CHORUS_TRANSPORT", s.transport, {"auto", "ofi", "verbs", "inproc"});
   if (auto provider = get("CHORUS_OFI_PROVIDER")) s.ofi_provider = *provider;

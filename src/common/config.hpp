@@ -69,6 +69,7 @@ struct Settings {
   int reads_in_flight = 4;                                       // CHORUS_RDV_READS
   uint64_t reg_cache_bytes = 1ull << 30;                         // CHORUS_REG_CACHE_BYTES
   bool leave_pinned = false;                                     // CHORUS_LEAVE_PINNED
+  bool check_calls = false;                                      // CHORUS_CHECK_CALLS
   std::chrono::microseconds spin{std::chrono::microseconds(50)}; // CHORUS_SPIN_US
   std::string transport = "auto";                                // CHORUS_TRANSPORT
   std::string ofi_provider;                                      // CHORUS_OFI_PROVIDER ("" = auto)

@@ -33,6 +33,7 @@ struct Slot {
   int peer = 0;
   Tag tag = 0;
   Tag tag_mask = kExactTag;
+  uint32_t call_check = 0;  // receives: the collective call it belongs to (0: any)
   void* buffer = nullptr;
   size_t capacity = 0;
   Completion result;
@@ -51,12 +52,14 @@ struct Unexpected {
   int source;
   Tag tag;
   MessageType type;
+  uint32_t call_check;
   size_t length;
   std::vector<uint8_t> payload;  // eager only
   RtsBody rts{};                 // rendezvous only
 };
 
 bool tag_matches(Tag posted, Tag mask, Tag arrived) { return (posted & mask) == (arrived & mask); }
+bool same_call(Tag a, Tag b) { return (a >> kCallStepBits) == (b >> kCallStepBits); }
 
 // Cores the local ranks can share. A rank pinned to one core (taskset,
 // mpirun --bind-to core) sees a single CPU in its own mask although its
@@ -92,7 +95,7 @@ class Engine::Impl final : public transport::Sink {
 
   // --- posting ---------------------------------------------------------------
 
-  Request isend(int peer, Tag tag, const void* buffer, size_t bytes) {
+  Request isend(int peer, Tag tag, const void* buffer, size_t bytes, uint32_t call_check) {
     check_peer(peer, "send to");
     check_buffer(buffer, bytes, "send");
     auto [request, slot] = allocate(Slot::Kind::send, peer, tag);
@@ -100,14 +103,14 @@ class Engine::Impl final : public transport::Sink {
     slot.capacity = bytes;
     slot.result = Completion{peer, tag, bytes};
     if (bytes <= eager_limit_) {
-      MessageHeader header{MessageType::eager, tag, bytes};
+      MessageHeader header{MessageType::eager, tag, bytes, call_check};
       transport_.post_eager(peer, &header, sizeof header, buffer, bytes);
       slot.state = Slot::State::done;  // the transport copied the bytes
       ++counters_.eager_sent;
     } else {
       slot.registration = reg_cache_.acquire(buffer, bytes);
       RtsMessage rts{};
-      rts.header = MessageHeader{MessageType::rts, tag, bytes};
+      rts.header = MessageHeader{MessageType::rts, tag, bytes, call_check};
       rts.body.address = slot.registration->remote_address() +
                          (reinterpret_cast<uintptr_t>(buffer) - reinterpret_cast<uintptr_t>(slot.registration->base()));
       rts.body.key = slot.registration->remote_key();
@@ -120,11 +123,12 @@ class Engine::Impl final : public transport::Sink {
     return request;
   }
 
-  Request irecv(int peer, Tag tag, void* buffer, size_t bytes, Tag mask) {
+  Request irecv(int peer, Tag tag, void* buffer, size_t bytes, Tag mask, uint32_t call_check) {
     if (peer != kAnySource) check_peer(peer, "receive from");
     check_buffer(buffer, bytes, "receive");
     auto [request, slot] = allocate(Slot::Kind::recv, peer, tag);
     slot.tag_mask = mask;
+    slot.call_check = call_check;
     slot.buffer = buffer;
     slot.capacity = bytes;
     slot.state = Slot::State::posted;
@@ -132,16 +136,20 @@ class Engine::Impl final : public transport::Sink {
       if ((peer == kAnySource || it->source == peer) && tag_matches(tag, mask, it->tag)) {
         Unexpected message = std::move(*it);
         unexpected_.erase(it);
-        if (message.type == MessageType::eager) {
-          deliver_eager(slot, message.source, message.tag, message.payload.data(), message.length);
-        } else {
-          start_rendezvous(request.slot, message.source, message.tag, message.length, message.rts);
-          flush_deferred();
-        }
+        const bool eager = message.type == MessageType::eager;
+        deliver(request.slot, message.source, message.tag, message.call_check, message.length,
+                eager ? message.payload.data() : nullptr, eager ? nullptr : &message.rts);
+        if (!eager) flush_deferred();
         return request;
       }
     }
     posted_.push_back(request.slot);
+    for (const Unexpected& message : unexpected_) {
+      if (message.source == peer && same_call(tag, message.tag) && calls_differ(call_check, message.call_check)) {
+        fail_slot(slot, other_call_error(message.source, message.tag));
+        break;
+      }
+    }
     fail_if_peer_failed(slot);
     return request;
   }
@@ -178,6 +186,19 @@ class Engine::Impl final : public transport::Sink {
   }
 
   void progress() { poll_transport(); }
+
+  void flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept {
+    const auto start = Clock::now();
+    try {
+      for (;;) {
+        const auto elapsed = Clock::now() - start;
+        if (elapsed >= limit || (elapsed >= linger && !transport_.sends_pending())) return;
+        if (poll_transport() == 0) sched_yield();
+      }
+    } catch (const std::exception&) {
+      // A broken peer or endpoint: nothing more can be delivered.
+    }
+  }
 
   // Polls the transport, then posts what the callbacks decided to post (the
   // transport is not re-entered from inside its own poll()).
@@ -385,22 +406,60 @@ class Engine::Impl final : public transport::Sink {
       if ((slot.peer == kAnySource || slot.peer == source) && tag_matches(slot.tag, slot.tag_mask, header.tag)) {
         uint32_t index = *it;
         posted_.erase(it);
-        if (rts == nullptr) {
-          deliver_eager(slot, source, header.tag, payload, header.length);
-        } else {
-          start_rendezvous(index, source, header.tag, header.length, *rts);
-        }
+        deliver(index, source, header.tag, header.call_check, header.length, payload, rts);
         return;
       }
     }
     ++counters_.unexpected;
-    Unexpected message{source, header.tag, header.type, header.length, {}, {}};
+    fail_receives_of_other_calls(source, header.tag, header.call_check);
+    Unexpected message{source, header.tag, header.type, header.call_check, header.length, {}, {}};
     if (rts == nullptr) {
       message.payload.assign(payload, payload + header.length);
     } else {
       message.rts = *rts;
     }
     unexpected_.push_back(std::move(message));
+  }
+
+  // A matched message: eager payload (rts == nullptr) or a rendezvous RTS.
+  void deliver(uint32_t index, int source, Tag tag, uint32_t call_check, size_t length, const uint8_t* payload,
+               const RtsBody* rts) {
+    Slot& slot = slots_[index];
+    if (calls_differ(slot.call_check, call_check)) {
+      slot.result = Completion{source, tag, length};
+      if (rts != nullptr) deferred_fins_.push_back({source, rts->send_id});  // release the sender's buffer
+      return fail_slot(slot, other_call_error(source, tag));
+    }
+    if (rts == nullptr) return deliver_eager(slot, source, tag, payload, length);
+    start_rendezvous(index, source, tag, length, *rts);
+  }
+
+  static bool calls_differ(uint32_t posted, uint32_t arrived) {
+    return posted != 0 && arrived != 0 && posted != arrived;
+  }
+
+  // A message that belongs to the same call slot (same tag but for the step)
+  // and carries another digest: the ranks disagree on what they called.
+  // Checked on the unexpected path, where a mismatch of steps would otherwise
+  // wait for the timeout.
+  void fail_receives_of_other_calls(int source, Tag tag, uint32_t call_check) {
+    if (call_check == 0) return;
+    std::vector<uint32_t> mismatched;
+    for (uint32_t index : posted_) {
+      const Slot& slot = slots_[index];
+      if (slot.peer == source && same_call(slot.tag, tag) && calls_differ(slot.call_check, call_check)) {
+        mismatched.push_back(index);
+      }
+    }
+    for (uint32_t index : mismatched) fail_slot(slots_[index], other_call_error(source, tag));
+  }
+
+  Error other_call_error(int source, Tag tag) const {
+    return Error(Status::invalid_argument,
+                 concat("rank ", rank_, " received from rank ", source,
+                        " a message of a collective call with other arguments (tag 0x", std::hex, tag, std::dec,
+                        "): the ranks disagree on the collective, count, datatype, reduction op, root or algorithm"),
+                 source);
   }
 
   void deliver_eager(Slot& slot, int source, Tag tag, const uint8_t* payload, size_t length) {
@@ -521,14 +580,19 @@ Engine::~Engine() = default;
 int Engine::rank() const { return impl_->rank(); }
 int Engine::size() const { return impl_->size(); }
 transport::Transport& Engine::transport() { return impl_->transport(); }
-Request Engine::isend(int peer, Tag tag, const void* buf, size_t bytes) { return impl_->isend(peer, tag, buf, bytes); }
-Request Engine::irecv(int peer, Tag tag, void* buf, size_t bytes, Tag tag_mask) {
-  return impl_->irecv(peer, tag, buf, bytes, tag_mask);
+Request Engine::isend(int peer, Tag tag, const void* buf, size_t bytes, uint32_t call_check) {
+  return impl_->isend(peer, tag, buf, bytes, call_check);
+}
+Request Engine::irecv(int peer, Tag tag, void* buf, size_t bytes, Tag tag_mask, uint32_t call_check) {
+  return impl_->irecv(peer, tag, buf, bytes, tag_mask, call_check);
 }
 Completion Engine::wait(Request& request) { return impl_->wait(request); }
 void Engine::wait_all(std::span<Request> requests) { impl_->wait_all(requests); }
 bool Engine::test(Request& request, Completion* done) { return impl_->test(request, done); }
 void Engine::progress() { impl_->progress(); }
+void Engine::flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept {
+  impl_->flush_sends(linger, limit);
+}
 void Engine::set_timeout(std::chrono::milliseconds timeout) { impl_->settings().timeout = timeout; }
 std::chrono::milliseconds Engine::timeout() const {
   return const_cast<Impl&>(*impl_).settings().timeout;

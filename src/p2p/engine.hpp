@@ -25,6 +25,9 @@ namespace chorus::p2p {
 using Tag = uint64_t;
 inline constexpr int kAnySource = -1;
 inline constexpr Tag kExactTag = ~Tag{0};
+// Messages sent with a call_check (collectives) have tags whose low bits are
+// the step within one call; the rest names the call (communicator.cc).
+inline constexpr int kCallStepBits = 16;
 
 // Handle of an outstanding operation; cheap to copy. A handle is consumed by
 // the wait()/test() that reports its completion.
@@ -62,12 +65,14 @@ class Engine {
   transport::Transport& transport();
 
   // Non-blocking send of `bytes` at `buf` to `peer`. The buffer must stay
-  // untouched until the request completes.
-  Request isend(int peer, Tag tag, const void* buf, size_t bytes);
+  // untouched until the request completes. `call_check` travels with the
+  // message: a digest of the collective call that sends it (0 for none).
+  Request isend(int peer, Tag tag, const void* buf, size_t bytes, uint32_t call_check = 0);
   // Non-blocking receive into `buf` (capacity `bytes`) from `peer` or
   // kAnySource, of a message whose tag equals `tag` on the bits of `tag_mask`.
-  // A larger message fails the request with Status::truncated.
-  Request irecv(int peer, Tag tag, void* buf, size_t bytes, Tag tag_mask = kExactTag);
+  // A larger message fails the request with Status::truncated; a message whose
+  // non-zero call_check differs from this one's with Status::invalid_argument.
+  Request irecv(int peer, Tag tag, void* buf, size_t bytes, Tag tag_mask = kExactTag, uint32_t call_check = 0);
 
   // Blocks until done (progressing everything), or throws: Status::timeout
   // after the configured timeout, or the error that failed the request.
@@ -78,6 +83,11 @@ class Engine {
 
   // Drives the transport once without blocking.
   void progress();
+  // Before teardown: progresses for at least `linger` and until the
+  // transport has no send left to push out, at most `limit`. Errors are
+  // ignored (the caller is leaving). A rank that exits on an error thus still
+  // delivers what it sent, so its peers see the real cause, not a timeout.
+  void flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept;
 
   void set_timeout(std::chrono::milliseconds timeout);
   std::chrono::milliseconds timeout() const;

@@ -104,6 +104,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"CHORUS_VERBS_QP_TIMEOUT", "32", "integer from 1 to 31"},
                       BadValue{"CHORUS_VERBS_RETRY_COUNT", "8", "integer from 0 to 7"},
                       BadValue{"CHORUS_LEAVE_PINNED", "perhaps", "one of 1, 0, true, false"},
+                      BadValue{"CHORUS_CHECK_CALLS", "sometimes", "one of 1, 0, true, false"},
                       BadValue{"CHORUS_TEST_VERBS_QP_ERROR", "1", "PEER:N"}),
     [](const ::testing::TestParamInfo<BadValue>& info) { return std::to_string(info.index); });
 

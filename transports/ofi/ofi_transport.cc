@@ -142,6 +142,8 @@ class OfiTransport final : public Transport {
     backlog_.push_back(std::move(message));
   }
 
+  bool sends_pending() const override { return !backlog_.empty() || free_sends_.size() < send_ops_.size(); }
+
   // Software providers copy through sockets or shared memory and pin
   // nothing; any other (verbs, efa, psm3, cxi, ...) registers with hardware.
   bool registration_pins_pages() const override {

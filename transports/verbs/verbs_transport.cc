@@ -271,6 +271,12 @@ class VerbsTransport final : public Transport {
 
   size_t max_eager_bytes() const override { return max_eager_; }
 
+  // Posted work requests are the HCA's to finish; only the credit backlog
+  // still needs this process.
+  bool sends_pending() const override {
+    return std::any_of(peers_.begin(), peers_.end(), [](const Peer& p) { return !p.failed && !p.backlog.empty(); });
+  }
+
   void post_eager(int peer_rank, const void* header, size_t header_bytes, const void* payload,
                   size_t payload_bytes) override {
     Peer& peer = usable_peer(peer_rank);

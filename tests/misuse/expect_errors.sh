@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs chorus-misuse under chorusrun and checks that the named ranks report
+# an error containing TEXT, that no rank's call completed silently unless
+# allowed, and that the job neither hangs nor crashes.
+#   expect_errors.sh CHORUSRUN PROGRAM RANKS REPORTING TEXT [chorusrun args] -- [program args]
+# REPORTING: comma-separated ranks that must print "rank R: error: ...TEXT...".
+set -uo pipefail
+chorusrun=$1 program=$2 ranks=$3 reporting=$4 text=$5
+shift 5
+launcher_args=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do launcher_args+=("$1"); shift; done
+[ "${1:-}" = "--" ] && shift
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+timeout 120 "$chorusrun" -n "$ranks" --failure-grace 30 "${launcher_args[@]}" "$program" "$@" >"$log" 2>&1
+status=$?
+cat "$log" | cut -c1-600
+failures=0
+[ "$status" -ne 124 ] || { echo "FAIL: the job hung"; failures=1; }
+[ "$status" -lt 128 ] || { echo "FAIL: a process crashed or was killed (status $status)"; failures=1; }
+if grep -q 'WRONG RESULT\|was not refused' "$log"; then echo "FAIL: misuse went unnoticed"; failures=1; fi
+for r in ${reporting//,/ }; do
+  grep -F "rank $r: error: " "$log" | grep -qF -- "$text" ||
+    { echo "FAIL: rank $r did not report an error containing: $text"; failures=1; }
+done
+[ $failures -eq 0 ] || exit 1
+echo "expect_errors: OK: ranks $reporting reported \"$text\" (chorusrun exit $status)"

@@ -1,0 +1,133 @@
+// chorus-misuse: one rank of a misuse test. Every rank makes a collective
+// call, and one rank (the "odd" rank, 1) gets it wrong in the way --case
+// names. Each rank prints one line, "rank R: error: <text>" or
+// "rank R: completed", and exits 3 on an error, 0 otherwise; the test script
+// asserts which ranks report which text (docs/errors.md, "Misuse").
+#include <chorus/chorus.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr int kOddRank = 1;
+constexpr size_t kCount = 1024;
+
+using chorus::Communicator;
+using chorus::DataType;
+using chorus::ReduceOp;
+
+void allreduce_ints(Communicator& comm, size_t count, DataType dtype = DataType::int32, ReduceOp op = ReduceOp::sum) {
+  std::vector<int32_t> send(kCount + 1, comm.rank() + 1), recv(kCount + 1, 0);
+  comm.allreduce(send.data(), recv.data(), count, dtype, op);
+}
+
+// Two threads on one communicator: rank 0's second thread calls barrier
+// while its first is inside an allreduce that rank 1 joins late. The
+// barrier must fail at once; the allreduce must still complete correctly.
+int overlapping_threads(Communicator& comm) {
+  const int rank = comm.rank();
+  std::vector<int32_t> data(kCount, 1);
+  if (rank != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    comm.allreduce(data.data(), data.data(), kCount, DataType::int32, ReduceOp::sum);
+    comm.barrier();  // rank 0's main thread calls its barrier after the error
+    std::printf("rank %d: completed\n", rank);
+    return 0;
+  }
+  std::thread first([&] { comm.allreduce(data.data(), data.data(), kCount, DataType::int32, ReduceOp::sum); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::string refused;
+  try {
+    comm.barrier();
+  } catch (const chorus::Error& e) {
+    refused = e.what();
+  }
+  first.join();
+  if (refused.empty()) {
+    std::printf("rank 0: the overlapping barrier was not refused\n");
+    return 4;
+  }
+  std::printf("rank 0: error: %s\n", refused.c_str());
+  if (data.front() != comm.size() || data.back() != comm.size()) {
+    std::printf("rank 0: WRONG RESULT %d after the refused call\n", data.front());
+    return 5;
+  }
+  comm.barrier();  // the communicator is still usable
+  std::printf("rank 0: completed\n");
+  return 0;
+}
+
+// The odd rank's wrong call, by case name.
+const std::map<std::string, std::function<void(Communicator&, bool odd)>>& cases() {
+  static const std::map<std::string, std::function<void(Communicator&, bool)>> table = {
+      {"count", [](Communicator& c, bool odd) { allreduce_ints(c, odd ? kCount + 1 : kCount); }},
+      {"zero_count", [](Communicator& c, bool odd) { allreduce_ints(c, odd ? 0 : kCount); }},
+      {"dtype", [](Communicator& c, bool odd) { allreduce_ints(c, kCount, odd ? DataType::float32 : DataType::int32); }},
+      {"op", [](Communicator& c, bool odd) { allreduce_ints(c, kCount, DataType::int32, odd ? ReduceOp::max : ReduceOp::sum); }},
+      {"root", [](Communicator& c, bool odd) {
+         std::vector<int32_t> data(kCount, 7);
+         c.broadcast(data.data(), kCount, DataType::int32, odd ? 1 : 0);
+       }},
+      {"collective", [](Communicator& c, bool odd) {
+         if (!odd) return allreduce_ints(c, kCount);
+         std::vector<int32_t> data(kCount, 7);
+         c.broadcast(data.data(), kCount, DataType::int32, 0);
+       }},
+      {"algorithm", [](Communicator& c, bool odd) {
+         c.set_algorithm(chorus::Collective::allreduce, odd ? "recursive_doubling" : "ring");
+         allreduce_ints(c, kCount);
+       }},
+  };
+  return table;
+}
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "Usage: chorusrun -n N chorus-misuse --case NAME\n\n"
+               "Every rank makes one collective call; rank %d makes it wrongly:\n"
+               "  count       allreduce with one element more\n"
+               "  zero_count  allreduce with count 0\n"
+               "  dtype       allreduce of float32 where the others use int32\n"
+               "  op          allreduce with max where the others use sum\n"
+               "  root        broadcast from root 1 where the others use root 0\n"
+               "  collective  broadcast where the others call allreduce\n"
+               "  algorithm   allreduce forced to recursive_doubling where the others use ring\n"
+               "  threads     (rank 0) a second thread calls barrier while the first is in allreduce\n"
+               "Each rank prints \"rank R: error: TEXT\" (exit 3) or \"rank R: completed\" (exit 0).\n",
+               kOddRank);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    usage(stdout);
+    return 0;
+  }
+  if (argc != 3 || std::strcmp(argv[1], "--case") != 0 ||
+      (std::strcmp(argv[2], "threads") != 0 && cases().count(argv[2]) == 0)) {
+    usage(stderr);
+    return 2;
+  }
+  const std::string name = argv[2];
+  auto comm = Communicator::init();
+  const int rank = comm.rank();
+  try {
+    if (name == "threads") return overlapping_threads(comm);
+    cases().at(name)(comm, rank == kOddRank);
+    comm.barrier();  // a rank that saw nothing wrong still notices the others failing
+  } catch (const chorus::Error& e) {
+    std::printf("rank %d: error: %s\n", rank, e.what());
+    std::fflush(stdout);
+    return 3;
+  }
+  std::printf("rank %d: completed\n", rank);
+  return 0;
+}
