@@ -122,7 +122,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "chorusrun: %d ranks, store at %s, job %s\n", options.ranks,
                    environment.store_address.c_str(), job_id.c_str());
     }
-    Job job(options, placement, environment, [&store](const std::string& failure) {
+    Job job(options, placement, environment, [&store](int rank, const std::string& failure) {
+      // The rank first: a reader that sees chorus/failed finds it too.
+      const std::string rank_text = std::to_string(rank);
+      store.set("chorus/failed_rank", chorus::bootstrap::Bytes(rank_text.begin(), rank_text.end()));
       store.set("chorus/failed", chorus::bootstrap::Bytes(failure.begin(), failure.end()));
     });
     return job.run();

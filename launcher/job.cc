@@ -78,6 +78,7 @@ struct Job::Rank {
   RankPlacement placement;
   pid_t pid = -1;
   bool ended = false;
+  bool stopped = false;  // by a signal (SIGSTOP, SIGTSTP, ...): alive but never progressing
   int status = 0;
   Stream out, err;
 };
@@ -103,7 +104,7 @@ std::vector<RankPlacement> place_ranks(const Options& options) {
 }
 
 Job::Job(const Options& options, std::vector<RankPlacement> placement, JobEnvironment environment,
-         std::function<void(const std::string&)> publish_failure)
+         std::function<void(int rank, const std::string&)> publish_failure)
     : options_(options), environment_(std::move(environment)), publish_failure_(std::move(publish_failure)) {
   for (auto& p : placement) {
     Rank rank;
@@ -228,14 +229,19 @@ void Job::signal_all(int signal_number) {
   }
 }
 
-void Job::stop_others(const Rank& failed) {
+// The first failure decides the exit status and is published in the store,
+// so every survivor's error can name the rank that really failed.
+void Job::fail_job(const Rank& failed, const std::string& what, int exit_status) {
+  if (failing_) return;
+  failing_ = true;
+  exit_status_ = exit_status;
   int alive = 0;
   for (const Rank& rank : ranks_) alive += (!rank.ended && &rank != &failed) ? 1 : 0;
   const RankPlacement& p = failed.placement;
   std::string message = "rank " + std::to_string(p.rank) + " (pid " + std::to_string(failed.pid) + " on " +
-                        (p.host.empty() ? "localhost" : p.host) + ") " + describe_status(failed.status);
+                        (p.host.empty() ? "localhost" : p.host) + ") " + what;
   say(message + (alive > 0 ? "; stopping the other " + std::to_string(alive) + " rank" + (alive == 1 ? "" : "s") : ""));
-  publish_failure_(message);
+  publish_failure_(p.rank, message);
   if (options_.failure_grace_seconds > 0) {
     // The survivors see the failure through chorus and exit on their own;
     // whoever is still running when the grace ends is stopped.
@@ -245,9 +251,17 @@ void Job::stop_others(const Rank& failed) {
   terminate_others();
 }
 
+bool Job::only_stopped_ranks_left() const {
+  return std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.ended || r.stopped; });
+}
+
 void Job::terminate_others() {
   terminating_ = true;
   signal_all(SIGTERM);
+  // A stopped rank cannot act on SIGTERM until continued: it gets SIGKILL now.
+  for (Rank& rank : ranks_) {
+    if (!rank.ended && rank.stopped && rank.pid > 0) killpg(rank.pid, SIGKILL);
+  }
   // Grace for a clean exit, bounded by the job's timeout.
   double grace = 2.0;
   if (options_.timeout_seconds > 0) grace = std::min(grace, options_.timeout_seconds);
@@ -256,22 +270,32 @@ void Job::terminate_others() {
 
 void Job::on_rank_ended(Rank& rank, int status) {
   rank.ended = true;
+  rank.stopped = false;
   rank.status = status;
   bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  if (failed && !failing_) {
-    failing_ = true;
-    exit_status_ = exit_code_of(status);
-    stop_others(rank);
-  }
+  if (failed) fail_job(rank, describe_status(status), exit_code_of(status));
+}
+
+// A stopped rank never progresses, so its peers would wait for it until
+// their timeout: it counts as failed (and is killed with the job).
+void Job::on_rank_stopped(Rank& rank, int signal_number) {
+  rank.stopped = true;
+  fail_job(rank, "was stopped by signal " + std::to_string(signal_number) + " (" + strsignal(signal_number) + ")",
+           128 + signal_number);
 }
 
 void Job::reap_children() {
   for (;;) {
     int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
+    pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED);
     if (pid <= 0) return;
     for (Rank& rank : ranks_) {
-      if (rank.pid == pid) on_rank_ended(rank, status);
+      if (rank.pid != pid) continue;
+      if (WIFSTOPPED(status)) {
+        on_rank_stopped(rank, WSTOPSIG(status));
+      } else {
+        on_rank_ended(rank, status);
+      }
     }
   }
 }
@@ -337,7 +361,10 @@ int Job::run() {
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) forward_output(*streams[i - 1], false);
     }
     reap_children();  // SIGCHLD may coalesce
-    if (failing_ && !terminating_ && !all_ended() && Clock::now() > term_deadline_) terminate_others();
+    // Nobody left to report: a stopped rank need not wait out the grace.
+    if (failing_ && !terminating_ && !all_ended() && (Clock::now() > term_deadline_ || only_stopped_ranks_left())) {
+      terminate_others();
+    }
     if (failing_ && terminating_ && !all_ended() && Clock::now() > kill_deadline_) signal_all(SIGKILL);
   }
   // Without a failure, a rank killed by a forwarded signal still decides the status.

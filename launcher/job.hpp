@@ -36,7 +36,7 @@ struct JobEnvironment {
 class Job {
  public:
   Job(const Options& options, std::vector<RankPlacement> placement, JobEnvironment environment,
-      std::function<void(const std::string&)> publish_failure);
+      std::function<void(int rank, const std::string&)> publish_failure);
   ~Job();
 
   // Spawns every rank, forwards output and signals until all have ended;
@@ -51,7 +51,9 @@ class Job {
   void handle_signal(int signal_number);
   void reap_children();
   void on_rank_ended(Rank& rank, int status);
-  void stop_others(const Rank& failed);
+  void on_rank_stopped(Rank& rank, int signal_number);
+  void fail_job(const Rank& failed, const std::string& what, int exit_status);
+  bool only_stopped_ranks_left() const;
   void terminate_others();
   void signal_all(int signal_number);
   void forward_output(Stream& stream, bool at_end);
@@ -59,7 +61,7 @@ class Job {
 
   const Options& options_;
   JobEnvironment environment_;
-  std::function<void(const std::string&)> publish_failure_;
+  std::function<void(int rank, const std::string&)> publish_failure_;
   std::vector<Rank> ranks_;
   int signal_fd_ = -1;
   int exit_status_ = 0;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <thread>
 
 namespace chorus {
 
@@ -179,6 +180,7 @@ void CommunicatorImpl::connect() {
   auto addresses = session.bootstrap->all_gather("chorus/transport", session.transport->address());
   session.transport->connect(addresses);
   session.engine = std::make_unique<p2p::Engine>(*session.transport, job.rank, job.size, job.local_size, session.settings);
+  session.engine->set_failure_probe([&session] { return session.launcher_failure(); });
   std::vector<int> everyone(static_cast<size_t>(job.size));
   std::iota(everyone.begin(), everyone.end(), 0);
   set_members(std::move(everyone), job.rank);
@@ -231,8 +233,11 @@ void CommunicatorImpl::guarded(const char* what, Body&& body) {
   try {
     body();
   } catch (const Error& e) {
-    sticky_error_ = Error(e.status(), concat(what, " on rank ", rank_, " failed: ", e.what(), launcher_report(e)),
-                          e.peer());
+    std::optional<Error> cause = launcher_report(e);
+    const int peer = e.peer() >= 0 || !cause ? e.peer() : cause->peer();
+    sticky_error_ = Error(e.status(), concat(what, " on rank ", rank_, " failed: ", e.what(),
+                                             cause ? concat("; ", cause->what()) : std::string()),
+                          peer);
     throw *sticky_error_;
   } catch (const std::exception& e) {
     sticky_error_ = Error(Status::internal, concat(what, " on rank ", rank_, " failed: ", e.what()));
@@ -240,21 +245,44 @@ void CommunicatorImpl::guarded(const char* what, Body&& body) {
   }
 }
 
+// What chorusrun recorded in the store about the first rank that failed
+// (its death or stop), as an error naming that rank; nullopt if nothing.
+std::optional<Error> Session::launcher_failure() {
+  if (!bootstrap || !store_usable) return std::nullopt;
+  try {
+    auto& store = bootstrap->store();
+    if (!store.check("chorus/failed")) return std::nullopt;
+    auto report = store.get("chorus/failed");
+    int peer = -1;
+    if (store.check("chorus/failed_rank")) {
+      auto text = store.get("chorus/failed_rank");
+      peer = static_cast<int>(config::parse_int(std::string(text.begin(), text.end()), 0, job.size - 1).value_or(-1));
+    }
+    return Error(Status::peer_failed, concat("chorusrun reports: ", std::string(report.begin(), report.end())), peer);
+  } catch (const std::exception&) {
+    store_usable = false;  // the store may be gone with the failed rank (rank 0 served it)
+    return std::nullopt;
+  }
+}
+
 // A timeout or lost peer is often the echo of a rank that died elsewhere:
 // the peer we waited on was itself waiting. chorusrun records the first rank
 // that failed in the store; adding it names the real culprit.
-std::string CommunicatorImpl::launcher_report(const Error& error) {
+std::optional<Error> CommunicatorImpl::launcher_report(const Error& error) {
   const Status status = error.status();
-  if (!session_ || !session_->bootstrap || (status != Status::timeout && status != Status::peer_failed && status != Status::transport)) {
-    return "";
+  if (!session_ || (status != Status::timeout && status != Status::peer_failed && status != Status::transport)) {
+    return std::nullopt;
   }
-  try {
-    auto& store = session_->bootstrap->store();
-    if (!store.check("chorus/failed")) return "";
-    auto report = store.get("chorus/failed");
-    return concat("; chorusrun reports: ", std::string(report.begin(), report.end()));
-  } catch (const std::exception&) {
-    return "";  // the store may be gone with the failed rank
+  if (std::string_view(error.what()).find("chorusrun reports:") != std::string_view::npos) return std::nullopt;
+  // An error that names no peer (a provider's completion error without
+  // context) often comes before the launcher has even reaped the dead rank:
+  // give its report a moment to arrive.
+  const auto patience = error.peer() >= 0 ? std::chrono::milliseconds(0) : std::chrono::milliseconds(2000);
+  const auto give_up = std::chrono::steady_clock::now() + std::min(patience, session_->settings.timeout);
+  for (;;) {
+    if (auto failure = session_->launcher_failure()) return failure;
+    if (std::chrono::steady_clock::now() >= give_up || !session_->store_usable) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 

@@ -42,7 +42,10 @@ struct Session {
   std::unique_ptr<p2p::Engine> engine;  // declared last: destroyed first
   uint32_t next_context_id = 1;         // lowest id this process has not used
   bool closed = false;                  // the world communicator was finalized
+  bool store_usable = true;             // false once the store stopped answering
   std::mutex mutex;
+
+  std::optional<Error> launcher_failure();
 };
 
 struct CallRecord;  // one rank's call, as CHORUS_CHECK_CALLS compares it
@@ -88,7 +91,7 @@ class CommunicatorImpl {
   void connect();
   void leave_job();
   void check_usable() const;
-  std::string launcher_report(const Error& error);
+  std::optional<Error> launcher_report(const Error& error);
   void validate(Collective op, const coll::Args& args) const;
   void run_locked(Collective op, const coll::Args& args);
   void run_single_rank(Collective op, const coll::Args& args);

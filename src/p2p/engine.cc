@@ -20,6 +20,7 @@ namespace chorus::p2p {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr auto kFailureProbeInterval = std::chrono::seconds(1);
 
 // Request slots are recycled; the generation tells a stale handle (or a stale
 // FIN/read completion) from the slot's current occupant.
@@ -165,6 +166,7 @@ class Engine::Impl final : public transport::Sink {
     Slot& slot = lookup(request);
     const auto deadline = Clock::now() + settings_.timeout;
     auto spin_until = Clock::now() + settings_.spin;
+    auto next_probe = Clock::now() + kFailureProbeInterval;
     while (!finished(slot)) {
       if (poll_transport() > 0) {
         spin_until = Clock::now() + settings_.spin;
@@ -172,6 +174,7 @@ class Engine::Impl final : public transport::Sink {
       }
       auto now = Clock::now();
       if (now >= deadline) fail_timeout(slot);
+      probe_for_failures(slot, now, next_probe);
       if (oversubscribed_ || now >= spin_until) idle(deadline - now);
     }
     Completion done;
@@ -186,6 +189,7 @@ class Engine::Impl final : public transport::Sink {
   }
 
   void progress() { poll_transport(); }
+  void set_failure_probe(std::function<std::optional<Error>()> probe) { failure_probe_ = std::move(probe); }
 
   void flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept {
     const auto start = Clock::now();
@@ -363,23 +367,38 @@ class Engine::Impl final : public transport::Sink {
                   posted_.end());
   }
 
-  [[noreturn]] void fail_timeout(const Slot& slot) {
-    std::string seconds = concat(std::chrono::duration<double>(settings_.timeout).count());
-    std::string what;
+  std::string describe_wait(const Slot& slot) const {
     if (slot.kind == Slot::Kind::send) {
-      what = slot.state == Slot::State::awaiting_fin
+      return slot.state == Slot::State::awaiting_fin
                  ? concat("rank ", slot.peer, " to read a ", slot.capacity, "-byte rendezvous send")
                  : concat("a send to rank ", slot.peer);
-    } else if (slot.state == Slot::State::reading) {
-      what = concat("RDMA reads of a ", slot.read_total, "-byte message from rank ", slot.result.source);
-    } else if (slot.peer == kAnySource) {
-      what = "a message from any rank";
-    } else {
-      what = concat("a message from rank ", slot.peer);
     }
+    if (slot.state == Slot::State::reading) {
+      return concat("RDMA reads of a ", slot.read_total, "-byte message from rank ", slot.result.source);
+    }
+    if (slot.peer == kAnySource) return "a message from any rank";
+    return concat("a message from rank ", slot.peer);
+  }
+
+  [[noreturn]] void fail_timeout(const Slot& slot) {
+    std::string seconds = concat(std::chrono::duration<double>(settings_.timeout).count());
     fail_peer(Status::timeout, slot.peer, "rank ", rank_, " timed out after ", seconds, " s (CHORUS_TIMEOUT) waiting for ",
-              what, " (tag 0x", std::hex, slot.tag, std::dec,
+              describe_wait(slot), " (tag 0x", std::hex, slot.tag, std::dec,
               "); the peer may have died, stalled, or called a different collective");
+  }
+
+  // A long wait asks the launcher whether a rank has failed (at most once per
+  // interval), so survivors learn of a death in about a second, not after
+  // CHORUS_TIMEOUT.
+  void probe_for_failures(const Slot& slot, Clock::time_point now, Clock::time_point& next_probe) {
+    if (!failure_probe_ || now < next_probe) return;
+    next_probe = now + kFailureProbeInterval;
+    if (std::optional<Error> failure = failure_probe_()) {
+      throw Error(failure->status(),
+                  concat("rank ", rank_, " stopped waiting for ", describe_wait(slot), " (tag 0x", std::hex, slot.tag,
+                         std::dec, "): ", failure->what()),
+                  failure->peer());
+    }
   }
 
   // Nothing to do: block on the transport's fd if it has one, else yield.
@@ -568,6 +587,7 @@ class Engine::Impl final : public transport::Sink {
   std::vector<uint32_t> free_slots_;
   std::deque<uint32_t> posted_;  // receives in post order
   std::deque<Unexpected> unexpected_;
+  std::function<std::optional<Error>()> failure_probe_;
   std::vector<std::optional<Error>> peer_failures_;
   std::vector<uint64_t> deferred_reads_;               // receives whose reads to (re)issue
   std::vector<std::pair<int, uint64_t>> deferred_fins_;  // (peer, send id)
@@ -590,6 +610,9 @@ Completion Engine::wait(Request& request) { return impl_->wait(request); }
 void Engine::wait_all(std::span<Request> requests) { impl_->wait_all(requests); }
 bool Engine::test(Request& request, Completion* done) { return impl_->test(request, done); }
 void Engine::progress() { impl_->progress(); }
+void Engine::set_failure_probe(std::function<std::optional<Error>()> probe) {
+  impl_->set_failure_probe(std::move(probe));
+}
 void Engine::flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept {
   impl_->flush_sends(linger, limit);
 }

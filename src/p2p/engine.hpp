@@ -17,7 +17,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 
 namespace chorus::p2p {
@@ -83,6 +85,9 @@ class Engine {
 
   // Drives the transport once without blocking.
   void progress();
+  // Called about once a second while a wait makes no progress; an error it
+  // returns (a rank the launcher saw die) ends the wait with that error.
+  void set_failure_probe(std::function<std::optional<Error>()> probe);
   // Before teardown: progresses for at least `linger` and until the
   // transport has no send left to push out, at most `limit`. Errors are
   // ignored (the caller is leaving). A rank that exits on an error thus still

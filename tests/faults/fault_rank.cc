@@ -6,8 +6,11 @@
 // ended without any error (the fault went unnoticed).
 #include <chorus/chorus.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <ctime>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +23,7 @@ namespace {
 struct Options {
   int victim = 1;
   int after = 20;               // iterations before the fault
+  int at_ms = -1;               // or: milliseconds after start, from a timer thread (any point of a call)
   std::string how = "kill";     // kill, stop, none (the fault comes from elsewhere)
   std::string op = "allreduce"; // allreduce, broadcast, barrier
   size_t bytes = 1 << 20;
@@ -34,13 +38,72 @@ void usage(FILE* out) {
                "  --victim R       rank that fails (default 1); \"other\" in a 2-rank job:\n"
                "                   each rank expects the other to be named (a broken link)\n"
                "  --after K        iterations before it fails (default 20)\n"
+               "  --at-ms T        fail T ms after the loop starts instead, from a timer\n"
+               "                   thread, so the fault lands anywhere inside a call\n"
                "  --how H          kill (SIGKILL itself), stop (SIGSTOP itself) or none\n"
                "                   (another mechanism injects the fault; default kill)\n"
-               "  --op OP          allreduce, broadcast or barrier (default allreduce)\n"
+               "  --op OP          allreduce, broadcast, barrier, reduce, allgather,\n"
+               "                   reduce_scatter or alltoall (default allreduce)\n"
                "  --bytes B        message size in bytes (default 1048576)\n"
                "  --iterations I   upper bound on iterations (default 1000000)\n"
+               "  --label L        ignored; lets a test find its processes with pgrep -f\n"
                "Exit status of a survivor: 42 error names the victim, 43 error names\n"
-               "someone else, 44 no error at all; 2 usage error.\n");
+               "someone else, 44 no error at all; 2 usage error. Lines about the fault\n"
+               "start with the wall-clock time (seconds since the epoch).\n");
+}
+
+bool is_op(const std::string& name) {
+  for (const char* op : {"allreduce", "broadcast", "barrier", "reduce", "allgather", "reduce_scatter", "alltoall"}) {
+    if (name == op) return true;
+  }
+  return false;
+}
+
+double wall_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+void fail_now(int rank, const std::string& how) {
+  std::printf("%.3f rank %d: failing now (%s)\n", wall_seconds(), rank, how.c_str());
+  std::fflush(stdout);
+  if (how == "kill") std::raise(SIGKILL);
+  if (how == "stop") std::raise(SIGSTOP);
+}
+
+// One call of `op` over `data` (every rank contributes ones; per-rank blocks
+// of `block` elements for the gather/scatter family). False: wrong result.
+bool run_once(chorus::Communicator& comm, const std::string& op, std::vector<int32_t>& data, std::vector<int32_t>& out,
+              size_t block, int iteration) {
+  const int size = comm.size();
+  if (op == "allreduce") {
+    std::fill(data.begin(), data.end(), 1);
+    comm.allreduce(data.data(), data.data(), data.size(), chorus::ReduceOp::sum);
+    return data.front() == size && data.back() == size;
+  }
+  if (op == "broadcast") {
+    comm.broadcast(std::span<int32_t>(data), iteration % size);
+    return true;
+  }
+  if (op == "barrier") {
+    comm.barrier();
+    return true;
+  }
+  if (op == "reduce") {
+    std::fill(data.begin(), data.end(), 1);
+    const int root = iteration % size;
+    comm.reduce(data.data(), out.data(), data.size(), chorus::DataType::int32, chorus::ReduceOp::sum, root);
+    return comm.rank() != root || (out.front() == size && out[data.size() - 1] == size);
+  }
+  std::fill(data.begin(), data.end(), 1);
+  if (op == "allgather") comm.allgather(data.data(), out.data(), block, chorus::DataType::int32);
+  if (op == "reduce_scatter") {
+    comm.reduce_scatter(data.data(), out.data(), block, chorus::DataType::int32, chorus::ReduceOp::sum);
+    return out.front() == size;
+  }
+  if (op == "alltoall") comm.alltoall(data.data(), out.data(), block, chorus::DataType::int32);
+  return out.front() == 1;
 }
 
 bool parse(int argc, char** argv, Options& o) {
@@ -61,10 +124,12 @@ bool parse(int argc, char** argv, Options& o) {
     if (arg == "--victim" && value == "other") o.victim = -1;
     else if (arg == "--victim" && numeric) o.victim = static_cast<int>(number);
     else if (arg == "--after" && numeric) o.after = static_cast<int>(number);
+    else if (arg == "--at-ms" && numeric) o.at_ms = static_cast<int>(number);
+    else if (arg == "--label") continue;  // only marks the command line
     else if (arg == "--bytes" && numeric) o.bytes = static_cast<size_t>(number);
     else if (arg == "--iterations" && numeric) o.iterations = static_cast<int>(number);
     else if (arg == "--how" && (value == "kill" || value == "stop" || value == "none")) o.how = value;
-    else if (arg == "--op" && (value == "allreduce" || value == "broadcast" || value == "barrier")) o.op = value;
+    else if (arg == "--op" && is_op(value)) o.op = value;
     else {
       std::fprintf(stderr, "chorus-fault: bad option %s \"%s\" (see --help)\n", arg.c_str(), value.c_str());
       return false;
@@ -85,36 +150,33 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "chorus-fault: --victim %d is not a rank of this %d-rank job\n", o.victim, comm.size());
     return 2;
   }
-  std::vector<int32_t> data(o.bytes / sizeof(int32_t) + 1, 1);
+  // The gather/scatter family moves size x block elements.
+  const size_t elements = o.bytes / sizeof(int32_t) + 1;
+  const size_t block = std::max<size_t>(1, elements / static_cast<size_t>(comm.size()));
+  std::vector<int32_t> data(std::max(elements, block * static_cast<size_t>(comm.size())), 1);
+  std::vector<int32_t> out(data.size(), 0);
   const auto start = std::chrono::steady_clock::now();
+  if (rank == o.victim && o.at_ms >= 0) {
+    std::thread([&o, rank] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.at_ms));
+      fail_now(rank, o.how);
+    }).detach();
+  }
   int done = 0;
   try {
     for (; done < o.iterations; ++done) {
-      if (rank == o.victim && done == o.after) {
-        std::printf("rank %d: failing now (%s)\n", rank, o.how.c_str());
-        std::fflush(stdout);
-        if (o.how == "kill") std::raise(SIGKILL);
-        if (o.how == "stop") std::raise(SIGSTOP);
-      }
-      if (o.op == "allreduce") {
-        std::fill(data.begin(), data.end(), 1);
-        comm.allreduce(data.data(), data.data(), data.size(), chorus::ReduceOp::sum);
-        if (data.front() != comm.size() || data.back() != comm.size()) {
-          std::printf("rank %d: WRONG RESULT %d at iteration %d\n", rank, data.front(), done);
-          return 45;
-        }
-      } else if (o.op == "broadcast") {
-        comm.broadcast(std::span<int32_t>(data), done % comm.size());
-      } else {
-        comm.barrier();
+      if (rank == o.victim && o.at_ms < 0 && done == o.after) fail_now(rank, o.how);
+      if (!run_once(comm, o.op, data, out, block, done)) {
+        std::printf("rank %d: WRONG RESULT at iteration %d of %s\n", rank, done, o.op.c_str());
+        return 45;
       }
     }
   } catch (const chorus::Error& e) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string text = e.what();
     const bool names_victim = e.peer() == o.victim || text.find("rank " + std::to_string(o.victim)) != std::string::npos;
-    std::printf("rank %d: error after %d iterations, %.2f s: %s the failed peer (peer %d): %s\n", rank, done, seconds,
-                names_victim ? "names" : "DOES NOT NAME", e.peer(), text.c_str());
+    std::printf("%.3f rank %d: error after %d iterations, %.2f s: %s the failed peer (peer %d): %s\n", wall_seconds(),
+                rank, done, seconds, names_victim ? "names" : "DOES NOT NAME", e.peer(), text.c_str());
     std::fflush(stdout);
     return names_victim ? 42 : 43;
   }
