@@ -14,6 +14,7 @@
 #include "collectives/collectives.hpp"
 #include "common/config.hpp"
 #include "p2p/engine.hpp"
+#include "topology/placement.hpp"
 #include "transports/transport.hpp"
 
 #include <chorus/chorus.hpp>
@@ -83,6 +84,7 @@ class CommunicatorImpl {
  private:
   CommunicatorImpl() = default;
   void connect();
+  topology::Placement place(const topology::NicDescription& nic, const std::string& host) const;
   void leave_job();
   void check_usable() const;
   std::string launcher_report(const Error& error);
