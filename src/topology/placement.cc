@@ -88,8 +88,11 @@ Placement place_rank(const PlacementSettings& settings, const NicDescription& ni
   if (plan.bind) topology.bind_process(plan.cpuset);
   placement.running_on = topology.process_binding();
   placement.report = report_line(placement, view, who);
-  log::info(placement.report);
-  if (settings.report) std::fprintf(stderr, "%s\n", placement.report.c_str());
+  if (settings.report) {
+    std::fprintf(stderr, "%s\n", placement.report.c_str());
+  } else {
+    log::info(placement.report);
+  }
   return placement;
 }
 
