@@ -205,3 +205,16 @@ TEST(PlannerInheritedBinding, AutomaticKeepsItAnExplicitPolicyReplacesIt) {
   EXPECT_EQ(vectors(kept), (std::vector<int>{0, 1}));
   EXPECT_EQ(cpusets(plan_ranks(node, Policy::nic, 2, {4, 5})), (std::vector<std::string>{"8-9", "10-11"}));
 }
+
+// docs/placement.md, "Worked example", figure for figure.
+TEST(PlannerWorkedExample, AsDocumented) {
+  Node node = load("two_sockets_one_nic.xml", "mlx5_0", 4);
+  node.nic.vector_cpus = {{0}, {8}, {10}, {2}};
+  const auto plans = plan_ranks(node, Policy::nic, 6);
+  EXPECT_EQ(cpusets(plans), (std::vector<std::string>{"8-9", "10-11", "12-13", "14-15", "0-1", "2-3"}));
+  EXPECT_EQ(vectors(plans), (std::vector<int>{1, 2, 0, 3, 0, 3}));
+  EXPECT_EQ(progress(plans), (std::vector<std::string>{"4-5", "6-7", "4-5", "6-7", "4-5", "6-7"}));
+  EXPECT_EQ(cpusets(plan_ranks(node, Policy::automatic, 6)),
+            (std::vector<std::string>{"8-15", "8-15", "8-15", "8-15", "0-7", "0-7"}));
+  for (const Plan& plan : plan_ranks(node, Policy::automatic, 17)) EXPECT_FALSE(plan.bind);
+}
