@@ -9,13 +9,22 @@
 #     CPU (unbound) for auto with more ranks than cores,
 #   - the engine calls the ranks oversubscribed exactly when they outnumber
 #     the cores (a rank bound to one core is not oversubscribed),
-#   - with CHECK_CQ_VECTORS=1 (verbs), each report names a completion vector.
+#   - with CHECK_CQ_VECTORS=1 (verbs), each report names a completion vector;
+#   - with EXPORT_TOPOLOGY=1, the ranks read this machine's topology from an
+#     lstopo XML export (CHORUS_TOPOLOGY_XML) instead of discovering it.
 # Prints "check_bindings: OK" or "FAILED: ..." lines.
 set -uo pipefail
 run=$1 probe=$2 ranks=$3 bind=$4
 shift 4
 bind_option=()
 [ "$bind" = auto ] || bind_option=(--bind="$bind")
+
+if [ "${EXPORT_TOPOLOGY:-0}" = 1 ]; then
+  xml=$(mktemp --suffix=.xml)
+  trap 'rm -f "$xml"' EXIT
+  lstopo-no-graphics --force --of xml "$xml" || { echo "FAILED: lstopo could not export the topology"; exit 1; }
+  set -- -x CHORUS_TOPOLOGY_XML="$xml" "$@"
+fi
 
 cores=$(hwloc-calc -N core machine:0)
 all_cpus=$(hwloc-calc --po -I pu machine:0 --sep ,)
