@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 namespace chorusrun {
 
@@ -68,7 +70,7 @@ Starts `program` as the ranks of one chorus job: serves the bootstrap store,
 gives every rank its CHORUS_* environment, prefixes output lines with [rank],
 forwards signals, and stops the whole job as soon as any rank fails.
 
-Options:
+Options (--option=value works too):
   -n, --np N            number of ranks (1..4096; required)
   --hosts LIST          run on these hosts, e.g. a:4,b:4 (host:slots; ranks fill
                         hosts in order; default: all ranks on this host)
@@ -89,9 +91,16 @@ Options:
                         repeatable
   --tag-output          prefix every output line with [rank] (default)
   --no-tag-output       pass output through unchanged
-  --bind nic|core|none  placement policy, exported as CHORUS_BIND (applied by
-                        chorus' placement layer when available)
-  --report-bindings     ask every rank to print its binding (CHORUS_REPORT_BINDINGS=1)
+  --bind nic|core|none  where each rank runs (CHORUS_BIND): nic = one core each,
+                        near the NIC first, then the NIC's socket, then the rest;
+                        core = one core each in order; none = unbound. Ranks
+                        beyond the cores are spread round-robin. Default: keep a
+                        binding the ranks already have, else nic for up to 2
+                        ranks per host, a socket each beyond, none when ranks
+                        outnumber cores (docs/placement.md)
+  --report-bindings     every rank prints its host, rank, cpuset (read back after
+                        binding), NIC and CQ completion vector
+                        (CHORUS_REPORT_BINDINGS=1)
   -v, --verbose         say what chorusrun does (store address, spawned ranks)
   -h, --help            this text
   --version             chorusrun's version
@@ -159,36 +168,43 @@ Options parse_options(int argc, char** argv) {
   int i = 1;
   for (; i < argc; ++i) {
     std::string arg = argv[i];
+    // "--bind=nic" means "--bind nic", as in Open MPI and GNU tools.
+    std::optional<std::string> attached;
+    if (const size_t equals = arg.find('='); arg.rfind("--", 0) == 0 && equals != std::string::npos) {
+      attached = arg.substr(equals + 1);
+      arg.resize(equals);
+    }
+    auto take_value = [&] { return attached ? *std::exchange(attached, std::nullopt) : need_value(argc, argv, i, arg); };
     if (arg == "--") {
       ++i;
       break;
     }
     if (arg.empty() || arg[0] != '-') break;  // the program
     if (arg == "-n" || arg == "--np") {
-      options.ranks = parse_count(arg, need_value(argc, argv, i, arg), 1, kMaxRanks);
+      options.ranks = parse_count(arg, take_value(), 1, kMaxRanks);
     } else if (arg == "--hosts") {
-      options.hosts = parse_hosts(need_value(argc, argv, i, arg));
+      options.hosts = parse_hosts(take_value());
     } else if (arg == "--hostfile") {
-      options.hosts = read_hostfile(need_value(argc, argv, i, arg));
+      options.hosts = read_hostfile(take_value());
     } else if (arg == "--rsh") {
-      options.rsh = need_value(argc, argv, i, arg);
+      options.rsh = take_value();
     } else if (arg == "--store-addr") {
-      options.store_address = need_value(argc, argv, i, arg);
+      options.store_address = take_value();
       if (!valid_host_name(options.store_address)) throw UsageError("--store-addr \"" + options.store_address + "\" is not a host name or address");
     } else if (arg == "--transport") {
-      options.transport = need_value(argc, argv, i, arg);
+      options.transport = take_value();
       if (options.transport != "auto" && options.transport != "ofi" && options.transport != "verbs" &&
           options.transport != "inproc") {
         throw UsageError("--transport \"" + options.transport + "\": expected one of auto, ofi, verbs, inproc");
       }
     } else if (arg == "--ofi-provider") {
-      options.ofi_provider = need_value(argc, argv, i, arg);
+      options.ofi_provider = take_value();
     } else if (arg == "--timeout") {
-      options.timeout_seconds = parse_seconds(arg, need_value(argc, argv, i, arg));
+      options.timeout_seconds = parse_seconds(arg, take_value());
     } else if (arg == "--failure-grace") {
-      options.failure_grace_seconds = parse_seconds(arg, need_value(argc, argv, i, arg));
+      options.failure_grace_seconds = parse_seconds(arg, take_value());
     } else if (arg == "-x") {
-      std::string value = need_value(argc, argv, i, arg);
+      std::string value = take_value();
       std::string name = value.substr(0, value.find('='));
       if (name.empty() || name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
         throw UsageError("-x \"" + value + "\": expected VAR or VAR=value with a variable name of letters, digits and _");
@@ -199,7 +215,7 @@ Options parse_options(int argc, char** argv) {
     } else if (arg == "--no-tag-output") {
       options.tag_output = false;
     } else if (arg == "--bind") {
-      options.bind = need_value(argc, argv, i, arg);
+      options.bind = take_value();
       if (options.bind != "nic" && options.bind != "core" && options.bind != "none") {
         throw UsageError("--bind \"" + options.bind + "\": expected one of nic, core, none");
       }
@@ -216,6 +232,7 @@ Options parse_options(int argc, char** argv) {
     } else {
       throw UsageError("unknown option \"" + arg + "\"");
     }
+    if (attached) throw UsageError(arg + " takes no value (got \"" + arg + "=" + *attached + "\")");
   }
   for (; i < argc; ++i) options.program.emplace_back(argv[i]);
   if (options.ranks == 0) throw UsageError("the number of ranks is missing: give -n N");

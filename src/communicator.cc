@@ -176,7 +176,11 @@ void CommunicatorImpl::connect() {
   auto hosts = session.bootstrap->all_gather("chorus/host", bootstrap::Bytes(host.begin(), host.end()));
   bool all_local = std::all_of(hosts.begin(), hosts.end(),
                                [&](const bootstrap::Bytes& other) { return std::string(other.begin(), other.end()) == host; });
-  session.transport = create_transport(session.settings, job.rank, job.size, all_local);
+  // Bound before the transport exists, so its buffers are allocated near
+  // the NIC and its CQ gets the planned completion vector.
+  const topology::Placement placement = place(describe_nic(session.settings, all_local), host);
+  session.transport =
+      create_transport(session.settings, job.rank, job.size, all_local, placement.plan.completion_vector);
   auto addresses = session.bootstrap->all_gather("chorus/transport", session.transport->address());
   session.transport->connect(addresses);
   session.engine = std::make_unique<p2p::Engine>(*session.transport, job.rank, job.size, job.local_size, session.settings);
@@ -187,6 +191,15 @@ void CommunicatorImpl::connect() {
   session.bootstrap->barrier("chorus/connected");
   log::info("rank ", job.rank, "/", job.size, " connected over ", session.transport->name(), " (launcher ",
             job.launcher, ")");
+}
+
+topology::Placement CommunicatorImpl::place(const topology::NicDescription& nic, const std::string& host) const {
+  const Session& session = *session_;
+  topology::PlacementSettings settings;
+  settings.bind = session.settings.bind;
+  settings.report = session.settings.report_bindings;
+  settings.topology_xml = session.settings.topology_xml;
+  return topology::place_rank(settings, nic, {host, session.job.rank, session.job.local_rank, session.job.local_size});
 }
 
 void CommunicatorImpl::set_members(std::vector<int> engine_ranks, int rank) {

@@ -14,6 +14,7 @@
 #include "collectives/collectives.hpp"
 #include "common/config.hpp"
 #include "p2p/engine.hpp"
+#include "topology/placement.hpp"
 #include "transports/transport.hpp"
 
 #include <chorus/chorus.hpp>
@@ -89,6 +90,7 @@ class CommunicatorImpl {
  private:
   CommunicatorImpl() = default;
   void connect();
+  topology::Placement place(const topology::NicDescription& nic, const std::string& host) const;
   void leave_job();
   void check_usable() const;
   std::optional<Error> launcher_report(const Error& error);

@@ -1,20 +1,80 @@
 #include "transport_factory.hpp"
 
 #include "common/error.hpp"
+#include "topology/topology.hpp"
 #include "transports/inproc/inproc.hpp"
 
 #ifdef CHORUS_HAVE_OFI
+#include "transports/ofi/ofi_info.hpp"
 #include "transports/ofi/ofi_transport.hpp"
 #endif
 #ifdef CHORUS_HAVE_VERBS
+#include "topology/verbs_locality.hpp"
 #include "transports/verbs/verbs_device.hpp"
 #include "transports/verbs/verbs_transport.hpp"
 #endif
 
 namespace chorus {
 
+namespace {
+
+// auto: verbs between hosts when an RDMA port is up (shared memory is
+// faster within a host), else libfabric.
+bool uses_verbs(const config::Settings& settings, bool all_ranks_on_one_host) {
+#ifdef CHORUS_HAVE_VERBS
+  if (settings.transport == "auto") return !all_ranks_on_one_host && transport::verbs::active_port_present();
+#else
+  (void)all_ranks_on_one_host;
+#endif
+  return settings.transport == "verbs";
+}
+
+#ifdef CHORUS_HAVE_VERBS
+topology::NicDescription describe_verbs_nic(const config::VerbsSettings& settings) {
+  const transport::verbs::PortChoice port = transport::verbs::choose_port(settings);
+  const transport::verbs::DeviceFacts facts = transport::verbs::device_facts(port.device);
+  topology::NicDescription nic;
+  nic.name = port.device;
+  nic.completion_vectors = facts.completion_vectors;
+  nic.pci = facts.pci;
+  nic.locate = [device = port.device](const topology::Topology& topology) {
+    return topology::verbs_device_locality(topology, device);
+  };
+  return nic;
+}
+#endif
+
+#ifdef CHORUS_HAVE_OFI
+topology::NicDescription describe_ofi_nic(const config::Settings& settings, bool all_ranks_on_one_host) {
+  const std::string provider =
+      settings.ofi_provider.empty() ? transport::ofi::auto_provider(all_ranks_on_one_host) : settings.ofi_provider;
+  const transport::ofi::ProviderNic provider_nic = transport::ofi::provider_nic(provider, all_ranks_on_one_host);
+  topology::NicDescription nic;
+  nic.name = provider_nic.name;
+  nic.pci = provider_nic.pci;
+  if (provider_nic.pci) {
+    nic.locate = [pci = *provider_nic.pci](const topology::Topology& topology) { return topology.pci_locality(pci); };
+  }
+  return nic;
+}
+#endif
+
+}  // namespace
+
+topology::NicDescription describe_nic(const config::Settings& settings, bool all_ranks_on_one_host) {
+  if (settings.transport == "inproc") return topology::NicDescription{"inproc", 0, std::nullopt, {}};
+#ifdef CHORUS_HAVE_VERBS
+  if (uses_verbs(settings, all_ranks_on_one_host)) return describe_verbs_nic(settings.verbs);
+#endif
+#ifdef CHORUS_HAVE_OFI
+  if (!uses_verbs(settings, all_ranks_on_one_host)) return describe_ofi_nic(settings, all_ranks_on_one_host);
+#endif
+  // create_transport explains what is missing.
+  return topology::NicDescription{settings.transport, 0, std::nullopt, {}};
+}
+
 std::unique_ptr<transport::Transport> create_transport(const config::Settings& settings, int rank, int size,
-                                                       bool all_ranks_on_one_host) {
+                                                       bool all_ranks_on_one_host, int completion_vector) {
   if (settings.transport == "inproc") {
     // Threads of one process only; a multi-process job cannot share it.
     if (size != 1) {
@@ -24,21 +84,18 @@ std::unique_ptr<transport::Transport> create_transport(const config::Settings& s
     // The transport keeps the fabric's shared state alive.
     return transport::InprocFabric(1).make_transport(0);
   }
-  // auto: verbs between hosts when an RDMA port is up (shared memory is
-  // faster within a host), else libfabric.
-  bool use_verbs = settings.transport == "verbs";
+  const bool use_verbs = uses_verbs(settings, all_ranks_on_one_host);
 #ifdef CHORUS_HAVE_VERBS
-  if (settings.transport == "auto" && !all_ranks_on_one_host && transport::verbs::active_port_present()) {
-    use_verbs = true;
-  }
   if (use_verbs) {
     transport::VerbsOptions options;
     options.settings = settings.verbs;
     options.max_eager_bytes = settings.eager_limit;
     options.timeout = settings.timeout;
+    options.completion_vector = std::max(completion_vector, 0);
     return transport::make_verbs_transport(rank, size, options);
   }
 #else
+  (void)completion_vector;
   if (use_verbs) {
     fail(Status::unsupported, "CHORUS_TRANSPORT=\"verbs\": this chorus was built without libibverbs "
                               "(install libibverbs-dev librdmacm-dev and reconfigure)");

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 
 namespace chorus::config {
 
@@ -134,6 +136,12 @@ const std::vector<VariableDoc>& variables() {
       {"CHORUS_VERBS_RETRY_COUNT", "7", "RC transport retries before a send fails (0..7)"},
       {"CHORUS_TEST_VERBS_QP_ERROR", "unset",
        "test hook, PEER:N: after N eager sends every other rank moves its QP to PEER into the error state"},
+      {"CHORUS_BIND", "auto",
+       "placement: nic (cores near the NIC), core (cores in order), none, or auto (keep a launcher's binding; none "
+       "when local ranks outnumber cores; nic for up to 2 local ranks; the package of that core beyond)"},
+      {"CHORUS_REPORT_BINDINGS", "0", "1: every rank prints its host, rank, cpuset, NIC and completion vector"},
+      {"CHORUS_TOPOLOGY_XML", "unset",
+       "hwloc XML export of this machine (lstopo --of xml) used instead of discovering the topology"},
       {"CHORUS_TIMEOUT", "300", "seconds any single wait may take before it fails with CHORUS_ERR_TIMEOUT"},
       {"CHORUS_EAGER_LIMIT", "16K", "messages up to this size are sent eagerly; larger ones use rendezvous RDMA READ"},
       {"CHORUS_RDV_CHUNK", "1M", "size of each RDMA READ a rendezvous receive issues"},
@@ -187,6 +195,12 @@ Settings Settings::from_env() {
     if (!peer || !after) bad_value("CHORUS_TEST_VERBS_QP_ERROR", *hook, "PEER:N (rank and eager-send count)");
     v.test_qp_error_peer = static_cast<int>(*peer);
     v.test_qp_error_after = static_cast<int>(*after);
+  }
+  s.bind = env_choice("CHORUS_BIND", s.bind, {"auto", "nic", "core", "none"});
+  s.report_bindings = env_bool("CHORUS_REPORT_BINDINGS", s.report_bindings);
+  if (auto xml = get("CHORUS_TOPOLOGY_XML")) {
+    if (!std::ifstream(*xml)) bad_value("CHORUS_TOPOLOGY_XML", *xml, concat("a readable hwloc XML file (", errno_string(errno), ")"));
+    s.topology_xml = *xml;
   }
   // The logger reads it on its own (it must work before this runs); a bad value still stops init.
   env_choice("CHORUS_LOG_LEVEL", "warn", {"error", "warn", "info", "debug"});

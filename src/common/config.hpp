@@ -74,6 +74,9 @@ struct Settings {
   std::string transport = "auto";                                // CHORUS_TRANSPORT
   std::string ofi_provider;                                      // CHORUS_OFI_PROVIDER ("" = auto)
   VerbsSettings verbs;
+  std::string bind = "auto";                                     // CHORUS_BIND: auto, nic, core, none
+  bool report_bindings = false;                                  // CHORUS_REPORT_BINDINGS
+  std::string topology_xml;                                      // CHORUS_TOPOLOGY_XML ("" = this machine)
   static Settings from_env();
 };
 

@@ -62,17 +62,19 @@ struct Unexpected {
 bool tag_matches(Tag posted, Tag mask, Tag arrived) { return (posted & mask) == (arrived & mask); }
 bool same_call(Tag a, Tag b) { return (a >> kCallStepBits) == (b >> kCallStepBits); }
 
-// Cores the local ranks can share. A rank pinned to one core (taskset,
-// mpirun --bind-to core) sees a single CPU in its own mask although its
-// peers sit on other cores: then the machine's online CPUs are what counts.
-// Ranks deliberately pinned to one shared core are not detected (rare).
+// Cores the local ranks can share. A rank pinned to a few CPUs (placement's
+// --bind=core, taskset, mpirun --bind-to core; a core may be 2 hardware
+// threads) sees fewer CPUs in its own mask than there are local ranks
+// although its peers sit on other cores: then the machine's online CPUs are
+// what counts. Ranks deliberately pinned to one shared core are not
+// detected (rare; placement leaves ranks unbound when they outnumber cores).
 unsigned usable_cpus(int local_size) {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
   const int own = std::max(1, CPU_COUNT(&set));
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  if (own < local_size && own == 1 && online > 1) return static_cast<unsigned>(online);
+  if (own < local_size && online > own) return static_cast<unsigned>(online);
   return static_cast<unsigned>(own);
 }
 

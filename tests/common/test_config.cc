@@ -51,6 +51,20 @@ TEST(Config, DefaultsWhenUnset) {
   EXPECT_EQ(s.transport, "auto");
 }
 
+TEST(Config, PlacementSettings) {
+  {
+    auto s = config::Settings::from_env();
+    EXPECT_EQ(s.bind, "auto");
+    EXPECT_FALSE(s.report_bindings);
+    EXPECT_EQ(s.topology_xml, "");
+  }
+  ScopedEnv a("CHORUS_BIND", "nic"), b("CHORUS_REPORT_BINDINGS", "1"), c("CHORUS_TOPOLOGY_XML", "/dev/null");
+  auto s = config::Settings::from_env();
+  EXPECT_EQ(s.bind, "nic");
+  EXPECT_TRUE(s.report_bindings);
+  EXPECT_EQ(s.topology_xml, "/dev/null");
+}
+
 TEST(Config, ValidValuesAreRead) {
   ScopedEnv a("CHORUS_EAGER_LIMIT", "64K"), b("CHORUS_TIMEOUT", "0.5"), c("CHORUS_TRANSPORT", "ofi"),
       d("CHORUS_RDV_READS", "8"), e("CHORUS_SPIN_US", "0");
@@ -105,7 +119,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"CHORUS_VERBS_RETRY_COUNT", "8", "integer from 0 to 7"},
                       BadValue{"CHORUS_LEAVE_PINNED", "perhaps", "one of 1, 0, true, false"},
                       BadValue{"CHORUS_CHECK_CALLS", "sometimes", "one of 1, 0, true, false"},
-                      BadValue{"CHORUS_TEST_VERBS_QP_ERROR", "1", "PEER:N"}),
+                      BadValue{"CHORUS_TEST_VERBS_QP_ERROR", "1", "PEER:N"},
+                      BadValue{"CHORUS_BIND", "bogus", "one of auto, nic, core, none"},
+                      BadValue{"CHORUS_REPORT_BINDINGS", "loud", "one of 1, 0, true, false"},
+                      BadValue{"CHORUS_TOPOLOGY_XML", "/nonexistent/topology.xml", "a readable hwloc XML file"}),
     [](const ::testing::TestParamInfo<BadValue>& info) { return std::to_string(info.index); });
 
 TEST(Config, Booleans) {

@@ -180,6 +180,15 @@ TEST(Chorusrun, RanksReachTheStore) {
   for (int rank = 0; rank < 3; ++rank) EXPECT_TRUE(contains(r.output, "[" + std::to_string(rank) + "] store says ok")) << r.output;
 }
 
+TEST(Chorusrun, BindChoiceReachesTheRanks) {
+  Result r = run("-n 1 --bind=core -x SHOW_VAR=CHORUS_BIND " + kRank + " env");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "[0] CHORUS_BIND=core")) << r.output;
+  r = run("-n 1 --bind none --report-bindings -x SHOW_VAR=CHORUS_REPORT_BINDINGS " + kRank + " env");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "[0] CHORUS_REPORT_BINDINGS=1")) << r.output;
+}
+
 TEST(Chorusrun, HelpAndVersion) {
   Result r = run("--help");
   EXPECT_EQ(r.status, 0);
@@ -218,6 +227,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadArguments{"-n 2 --transport carrier true", "--transport \"carrier\": expected one of auto, ofi, verbs, inproc"},
                       BadArguments{"-n 2 --failure-grace later true", "--failure-grace \"later\": expected seconds"},
                       BadArguments{"-n 2 --bind socket true", "--bind \"socket\": expected one of nic, core, none"},
+                      BadArguments{"-n 2 --bind=bogus true", "--bind \"bogus\": expected one of nic, core, none"},
+                      BadArguments{"-n 2 --bind", "--bind needs a value"},
+                      BadArguments{"-n 2 --report-bindings=yes true", "--report-bindings takes no value"},
                       BadArguments{"-n 2 --hosts 'a:x' true", "--hosts slots of a \"x\""},
                       BadArguments{"-n 2 --hosts 'bad host:2' true", "--hosts: \"bad host:2\" is not a host name"},
                       BadArguments{"-n 5 --hosts a:2,b:2 true", "-n 5 is more than the 4 slots"},

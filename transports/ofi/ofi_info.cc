@@ -74,4 +74,18 @@ InfoPtr choose_provider(const std::string& provider, bool all_ranks_on_one_host)
   return result;
 }
 
+ProviderNic provider_nic(const std::string& provider, bool all_ranks_on_one_host) {
+  InfoPtr info = choose_provider(provider, all_ranks_on_one_host);
+  ProviderNic nic{provider, std::nullopt};
+  const fid_nic* device = info->nic;
+  if (device != nullptr && device->device_attr != nullptr && device->device_attr->name != nullptr) {
+    nic.name += std::string(" ") + device->device_attr->name;
+  }
+  if (device != nullptr && device->bus_attr != nullptr && device->bus_attr->bus_type == FI_BUS_PCI) {
+    const fi_pci_attr& pci = device->bus_attr->attr.pci;
+    nic.pci = topology::PciAddress{pci.domain_id, pci.bus_id, pci.device_id, pci.function_id};
+  }
+  return nic;
+}
+
 }  // namespace chorus::transport::ofi

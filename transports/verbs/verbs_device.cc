@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 namespace chorus::transport::verbs {
 
@@ -97,6 +98,15 @@ void choose_port_gid(ibv_context* context, const config::VerbsSettings& settings
   use(*std::find_if(table.begin(), table.end(), [&](const GidCandidate& c) { return c.index == best; }));
   choice.reason += concat(", GID index ", best, " chosen (", choice.gid_roce_v2 ? "RoCE v2" : "RoCE v1",
                           is_ipv4_mapped(choice.gid) ? ", IPv4" : "", ")");
+}
+
+// sysfs links a PCI device's verbs device to its PCI function; soft-RoCE
+// devices have no such link.
+std::optional<topology::PciAddress> pci_address_of(const std::string& device) {
+  std::error_code error;
+  const auto target = std::filesystem::canonical("/sys/class/infiniband/" + device + "/device", error);
+  if (error) return std::nullopt;
+  return topology::parse_pci(target.filename().string());
 }
 
 }  // namespace
@@ -218,6 +228,16 @@ std::vector<std::string> describe_devices(const config::VerbsSettings& settings)
     lines.push_back(concat("chosen: none (", e.what(), ")"));
   }
   return lines;
+}
+
+DeviceFacts device_facts(const std::string& device) {
+  DeviceList devices;
+  for (int i = 0; i < devices.count; ++i) {
+    if (device != ibv_get_device_name(devices.at(i))) continue;
+    ContextPtr context = open_device(devices.at(i));
+    return DeviceFacts{context->num_comp_vectors, pci_address_of(device)};
+  }
+  fail(Status::transport, "verbs: device ", device, " disappeared while reading its completion vectors");
 }
 
 }  // namespace chorus::transport::verbs

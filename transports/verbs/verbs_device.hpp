@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common/config.hpp"
+#include "topology/nic.hpp"
 #include "transports/verbs/verbs_resources.hpp"
 
 #include <array>
@@ -57,5 +58,12 @@ bool active_port_present();
 std::vector<std::string> describe_devices(const config::VerbsSettings& settings);
 
 const char* mtu_string(ibv_mtu mtu);
+
+// What placement needs to know about a device before the transport opens it.
+struct DeviceFacts {
+  int completion_vectors = 0;  // ibv_context::num_comp_vectors
+  std::optional<topology::PciAddress> pci;  // none for soft-RoCE (no PCI device)
+};
+DeviceFacts device_facts(const std::string& device);
 
 }  // namespace chorus::transport::verbs

@@ -151,7 +151,8 @@ class VerbsTransport final : public Transport {
         settings_(options.settings),
         max_eager_(std::max<size_t>(4096, options.max_eager_bytes + 64)),
         use_cm_(options.settings.connect == "rdmacm"),
-        timeout_(options.timeout) {
+        timeout_(options.timeout),
+        completion_vector_(options.completion_vector) {
     port_ = choose_port(settings_);
     if (use_cm_) {
       // rdma_cm creates QPs on its own device context: PD and CQ must live there.
@@ -174,7 +175,7 @@ class VerbsTransport final : public Transport {
     log::info("verbs: ", port_.device, " port ", port_.port, " (", port_.reason, "), active MTU ",
               mtu_string(port_.attr.active_mtu), ", ", settings_.srq ? "SRQ of " : "receive buffers per QP: ",
               settings_.srq ? srq_buffers_ : credits_, ", credits per peer ", credits_, ", CQ ", cq_entries_,
-              " entries, connect via ", settings_.connect);
+              " entries on completion vector ", completion_vector_, ", connect via ", settings_.connect);
   }
 
   ~VerbsTransport() override {
@@ -413,8 +414,10 @@ class VerbsTransport final : public Transport {
     if (flags < 0 || fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
       fail_errno("fcntl(O_NONBLOCK) on the completion channel", errno);
     }
-    cq_.reset(check_ptr(ibv_create_cq(context_, cq_entries_, nullptr, channel_.get(), 0),
-                        concat("ibv_create_cq(", cq_entries_, " entries)")));
+    // A device may have fewer vectors than the planner assumed (another NIC chosen since).
+    completion_vector_ = context_->num_comp_vectors > 0 ? completion_vector_ % context_->num_comp_vectors : 0;
+    cq_.reset(check_ptr(ibv_create_cq(context_, cq_entries_, nullptr, channel_.get(), completion_vector_),
+                        concat("ibv_create_cq(", cq_entries_, " entries, completion vector ", completion_vector_, ")")));
     // One fd for the engine to block on: completions and async failures.
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
     if (epoll_fd_ < 0) fail_errno("epoll_create1", errno);
@@ -994,6 +997,7 @@ class VerbsTransport final : public Transport {
   size_t max_eager_;
   bool use_cm_;
   std::chrono::milliseconds timeout_;
+  int completion_vector_;  // of the CQ (placement's choice)
   PortChoice port_;
   ibv_context* context_ = nullptr;
   ContextPtr owned_context_;

@@ -17,6 +17,7 @@ struct VerbsOptions {
   config::VerbsSettings settings;
   size_t max_eager_bytes = 16384;  // largest eager payload the engine sends
   std::chrono::milliseconds timeout{300000};  // CHORUS_TIMEOUT: bounds rdma_cm connection setup
+  int completion_vector = 0;  // placement's choice (docs/placement.md), taken modulo the device's count
 };
 
 std::unique_ptr<Transport> make_verbs_transport(int rank, int size, const VerbsOptions& options);
