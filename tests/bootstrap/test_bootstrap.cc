@@ -233,6 +233,42 @@ TEST(PortFile, PublishThenWaitFor) {
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
 }
 
+TEST(PortFile, ContentsMustBeOnePortAndANewline) {
+  EXPECT_EQ(port_file::parse_port("40123\n", "f"), 40123);
+  EXPECT_EQ(port_file::parse_port("1\n", "f"), 1);
+  EXPECT_EQ(port_file::parse_port("65535\n", "f"), 65535);
+  for (std::string_view bad : {"", "\n", "40123", "0\n", "65536\n", "-1\n", " 1\n", "1 \n", "1\n\n", "12x\n",
+                               "4294967297\n", "99999999999999999999\n"}) {
+    try {
+      port_file::parse_port(bad, "/tmp/the-file");
+      ADD_FAILURE() << "accepted \"" << bad << "\"";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::bootstrap);
+      EXPECT_NE(std::string(e.what()).find("/tmp/the-file does not hold a port"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(PackedGather, RoundTripsAndRefusesMalformedValues) {
+  std::vector<Bytes> blobs = {bytes_of("a"), {}, bytes_of("ccc")};
+  Bytes value = packed::pack(blobs);
+  EXPECT_EQ(packed::unpack(value, 3, "k"), blobs);
+  auto refused = [](const Bytes& bad, int size, const std::string& why) {
+    try {
+      packed::unpack(bad, size, "job/x/all");
+      ADD_FAILURE() << "accepted a value that should fail with: " << why;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::bootstrap);
+      EXPECT_NE(std::string(e.what()).find("packed all_gather value job/x/all " + why), std::string::npos) << e.what();
+    }
+  };
+  refused(value, 4, "is truncated");                               // fewer ranks than the job has
+  refused(value, 2, "has trailing bytes");                         // more ranks than the job has
+  refused(Bytes(value.begin(), value.end() - 1), 3, "is truncated");  // last blob cut short
+  refused(Bytes{0, 0, 0}, 1, "is truncated");                      // not even a length
+  refused(Bytes{0xff, 0xff, 0xff, 0xff, 'x'}, 1, "is truncated");  // a length far past the end
+}
+
 TEST(PortFile, JobIdsBecomeSafeFileNames) {
   std::string path = port_file::path_for("prterun-host-4242@1/../x y");
   EXPECT_EQ(path.rfind("/tmp/chorus-store-prterun-host-4242_1_.._x_y-", 0), 0u) << path;
