@@ -3,6 +3,7 @@
 #include "bootstrap/port_file.hpp"
 #include "bootstrap/store.hpp"
 #include "tests/bootstrap/helpers.hpp"
+#include "tests/listening_sockets.hpp"
 
 #include <fcntl.h>
 #include <functional>
@@ -190,6 +191,29 @@ TEST(Bootstrap, ForkedTorchrunStyleProcessesUseMasterAddrAndPort) {
       for (int r = 1; r < kSize; ++r) boot.store().get(concat("left/", r));
     }
   });
+}
+
+// The store of a job that never said where to listen is reachable from this
+// host only: every socket this process listens on is bound to 127.0.0.1.
+void expect_listening_on_loopback_only(const std::string& what) {
+  auto sockets = chorus::testing::listening_sockets_of(::getpid());
+  EXPECT_FALSE(sockets.empty()) << what << ": the store listens nowhere";
+  for (const auto& socket : sockets) {
+    EXPECT_EQ(socket.address, "127.0.0.1") << what << ": the store listens on " << socket.address << ":" << socket.port;
+  }
+}
+
+TEST(Bootstrap, SingleHostStoresListenOnLoopbackOnly) {
+  {
+    ScopedJobEnv env;
+    Bootstrap boot(detect_job(), kTimeout);
+    expect_listening_on_loopback_only("single-rank job");
+  }
+  {
+    // Rank 0 of an mpirun job without CHORUS_STORE_ADDR (port file mode).
+    Bootstrap boot(job_for(0, 2, unique_job_id("loopback")), kTimeout);
+    expect_listening_on_loopback_only("mpirun-style rank 0");
+  }
 }
 
 TEST(Bootstrap, AllGatherTimeoutNamesTheMissingRank) {
