@@ -34,33 +34,6 @@ void validate(const JobInfo& job) {
   }
 }
 
-// Rank 0 packs every blob into one value: u32 length + bytes per rank.
-Bytes pack(const std::vector<Bytes>& blobs) {
-  Bytes packed;
-  for (const auto& blob : blobs) {
-    auto length = static_cast<uint32_t>(blob.size());
-    for (int shift = 24; shift >= 0; shift -= 8) packed.push_back(static_cast<uint8_t>(length >> shift));
-    packed.insert(packed.end(), blob.begin(), blob.end());
-  }
-  return packed;
-}
-
-std::vector<Bytes> unpack(const Bytes& packed, int size, const std::string& key) {
-  std::vector<Bytes> blobs;
-  size_t offset = 0;
-  for (int r = 0; r < size; ++r) {
-    if (packed.size() - offset < kLengthBytes) fail(Status::bootstrap, "packed all_gather value ", key, " is truncated");
-    uint32_t length = 0;
-    for (uint32_t i = 0; i < kLengthBytes; ++i) length = (length << 8) | packed[offset++];
-    if (packed.size() - offset < length) fail(Status::bootstrap, "packed all_gather value ", key, " is truncated");
-    blobs.emplace_back(packed.begin() + static_cast<std::ptrdiff_t>(offset),
-                       packed.begin() + static_cast<std::ptrdiff_t>(offset + length));
-    offset += length;
-  }
-  if (offset != packed.size()) fail(Status::bootstrap, "packed all_gather value ", key, " has trailing bytes");
-  return blobs;
-}
-
 // Rethrows a timeout with what the collective was waiting for.
 template <class Body>
 auto with_context(const std::string& context, int peer, Body&& body) {
@@ -77,6 +50,36 @@ auto with_context(const std::string& context, int peer, Body&& body) {
 constexpr size_t kMaxPacked = 512 * 1024;
 
 }  // namespace
+
+namespace packed {
+
+Bytes pack(const std::vector<Bytes>& blobs) {
+  Bytes packed;
+  for (const auto& blob : blobs) {
+    auto length = static_cast<uint32_t>(blob.size());
+    for (int shift = 24; shift >= 0; shift -= 8) packed.push_back(static_cast<uint8_t>(length >> shift));
+    packed.insert(packed.end(), blob.begin(), blob.end());
+  }
+  return packed;
+}
+
+std::vector<Bytes> unpack(std::span<const uint8_t> packed, int size, const std::string& key) {
+  std::vector<Bytes> blobs;
+  size_t offset = 0;
+  for (int r = 0; r < size; ++r) {
+    if (packed.size() - offset < kLengthBytes) fail(Status::bootstrap, "packed all_gather value ", key, " is truncated");
+    uint32_t length = 0;
+    for (uint32_t i = 0; i < kLengthBytes; ++i) length = (length << 8) | packed[offset++];
+    if (packed.size() - offset < length) fail(Status::bootstrap, "packed all_gather value ", key, " is truncated");
+    blobs.emplace_back(packed.begin() + static_cast<std::ptrdiff_t>(offset),
+                       packed.begin() + static_cast<std::ptrdiff_t>(offset + length));
+    offset += length;
+  }
+  if (offset != packed.size()) fail(Status::bootstrap, "packed all_gather value ", key, " has trailing bytes");
+  return blobs;
+}
+
+}  // namespace packed
 
 Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout) : job_(job) {
   validate(job_);
@@ -131,12 +134,12 @@ std::vector<Bytes> Bootstrap::all_gather(const std::string& prefix, const Bytes&
       total += kLengthBytes + blobs.back().size();
     }
     // An empty packed value tells the others to read every key themselves.
-    client_->set(packed_key, total <= kMaxPacked ? pack(blobs) : Bytes{});
+    client_->set(packed_key, total <= kMaxPacked ? packed::pack(blobs) : Bytes{});
     return blobs;
   }
-  Bytes packed = with_context(concat("all_gather \"", prefix, "\": rank 0 never published the gathered values"), 0,
+  Bytes gathered = with_context(concat("all_gather \"", prefix, "\": rank 0 never published the gathered values"), 0,
                               [&] { return client_->get(packed_key); });
-  if (!packed.empty()) return unpack(packed, job_.size, packed_key);
+  if (!gathered.empty()) return packed::unpack(gathered, job_.size, packed_key);
   for (int r = 0; r < job_.size; ++r) blobs.push_back(client_->get(key_of(r)));
   return blobs;
 }

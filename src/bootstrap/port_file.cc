@@ -63,16 +63,20 @@ uint16_t read_port(int fd, const std::string& path) {
     n = ::read(fd, text, sizeof text - 1);
   } while (n < 0 && errno == EINTR);
   if (n < 0) fail(Status::bootstrap, "reading the store port file ", path, " failed: ", errno_string(errno));
-  unsigned port = 0;
-  auto [end, ec] = std::from_chars(text, text + n, port);
-  if (ec != std::errc() || port < 1 || port > 65535 || end != text + n - 1 || *end != '\n') {
-    fail(Status::bootstrap, "the store port file ", path, " does not hold a port followed by a newline (",
-         n, " bytes)");
-  }
-  return static_cast<uint16_t>(port);
+  return parse_port({text, static_cast<size_t>(n)}, path);
 }
 
 }  // namespace
+
+uint16_t parse_port(std::string_view text, const std::string& path) {
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
+  if (ec != std::errc() || port < 1 || port > 65535 || end + 1 != text.data() + text.size() || *end != '\n') {
+    fail(Status::bootstrap, "the store port file ", path, " does not hold a port followed by a newline (",
+         text.size(), " bytes)");
+  }
+  return static_cast<uint16_t>(port);
+}
 
 std::string path_for(const std::string& job_id) {
   return concat("/tmp/chorus-store-", safe_for_filename(job_id), "-", ::geteuid());

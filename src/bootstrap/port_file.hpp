@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace chorus::bootstrap::port_file {
 
@@ -22,6 +23,10 @@ void publish(const std::string& path, uint16_t port);
 // another user could point our ranks (and their secret) at their own server.
 // Throws Error(Status::timeout) naming the path when `timeout` passes.
 uint16_t wait_for(const std::string& path, std::chrono::milliseconds timeout);
+
+// The port in a port file's contents: decimal 1..65535 and one newline,
+// nothing else. Throws Error(Status::bootstrap) naming `path` otherwise.
+uint16_t parse_port(std::string_view text, const std::string& path);
 
 // Removes the file; failures only matter to the next job with this id, so
 // they are logged, not thrown.

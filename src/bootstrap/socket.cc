@@ -96,6 +96,9 @@ std::optional<HostPort> parse_host_port(std::string_view text) {
     if (host.find(':') != std::string_view::npos) return std::nullopt;  // unbracketed IPv6
   }
   if (host.empty() || port_text.empty()) return std::nullopt;
+  // Brackets only ever enclose the host; one inside it ("[[0]:1") is no
+  // host, and format_address() could not give it back in parseable form.
+  if (host.find_first_of("[]") != std::string_view::npos) return std::nullopt;
   unsigned port = 0;
   auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 1 || port > 65535) {

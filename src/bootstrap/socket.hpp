@@ -38,8 +38,9 @@ struct HostPort {
   uint16_t port = 0;
 };
 
-// "host:port" or "[ipv6]:port" with a non-empty host and a decimal port in
-// 1..65535; nullopt for anything else.
+// "host:port" or "[ipv6]:port" with a non-empty host (no brackets in it) and
+// a decimal port in 1..65535; nullopt for anything else. What it accepts,
+// format_address() turns back into text it accepts (the fuzzer checks).
 std::optional<HostPort> parse_host_port(std::string_view text);
 // "host:port", bracketing IPv6 literals.
 std::string format_address(const std::string& host, uint16_t port);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,15 @@ struct JobInfo {
   std::string job_id;         // for the port file and key namespacing
 };
 JobInfo detect_job();
+
+// The value rank 0 publishes for an all_gather: per rank a u32 big-endian
+// length and the bytes. unpack() trusts nothing it reads from the store and
+// throws Error(Status::bootstrap) naming `key` for a value that is not
+// exactly `size` such entries.
+namespace packed {
+Bytes pack(const std::vector<Bytes>& blobs);
+std::vector<Bytes> unpack(std::span<const uint8_t> packed, int size, const std::string& key);
+}  // namespace packed
 
 // Connects this process to the job's store, starting the server in rank 0 if
 // the launcher did not provide one. The returned object owns both.

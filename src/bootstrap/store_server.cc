@@ -2,6 +2,7 @@
 // eventfd and every client; non-blocking sockets with per-connection buffers,
 // so one slow or hostile client never holds up the others.
 #include "bootstrap/frame.hpp"
+#include "bootstrap/secret.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/store.hpp"
 #include "common/log.hpp"
@@ -37,19 +38,6 @@ constexpr size_t kBackpressureBytes = 8 << 20;            // stop reading a clie
 constexpr auto kMaxCloseGrace = std::chrono::seconds(1);  // time to flush an ERROR before closing
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 constexpr size_t kMaxErrorMessage = 1024;
-
-// Compares every byte of the longer secret whatever the contents, so the time
-// taken says nothing about how much of a guess was right.
-bool secrets_match(const Bytes& presented, const std::string& expected) {
-  const size_t length = std::max(presented.size(), expected.size());
-  uint8_t difference = presented.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < length; ++i) {
-    uint8_t a = i < presented.size() ? presented[i] : 0;
-    uint8_t b = i < expected.size() ? static_cast<uint8_t>(expected[i]) : 0;
-    difference = static_cast<uint8_t>(difference | (a ^ b));
-  }
-  return difference == 0;
-}
 
 std::string peer_name(const sockaddr_storage& address) {
   char host[NI_MAXHOST] = "?";

@@ -3,6 +3,7 @@
 #include "bootstrap/port_file.hpp"
 #include "bootstrap/store.hpp"
 #include "tests/bootstrap/helpers.hpp"
+#include "tests/listening_sockets.hpp"
 
 #include <fcntl.h>
 #include <functional>
@@ -192,6 +193,29 @@ TEST(Bootstrap, ForkedTorchrunStyleProcessesUseMasterAddrAndPort) {
   });
 }
 
+// The store of a job that never said where to listen is reachable from this
+// host only: every socket this process listens on is bound to 127.0.0.1.
+void expect_listening_on_loopback_only(const std::string& what) {
+  auto sockets = chorus::testing::listening_sockets_of(::getpid());
+  EXPECT_FALSE(sockets.empty()) << what << ": the store listens nowhere";
+  for (const auto& socket : sockets) {
+    EXPECT_EQ(socket.address, "127.0.0.1") << what << ": the store listens on " << socket.address << ":" << socket.port;
+  }
+}
+
+TEST(Bootstrap, SingleHostStoresListenOnLoopbackOnly) {
+  {
+    ScopedJobEnv env;
+    Bootstrap boot(detect_job(), kTimeout);
+    expect_listening_on_loopback_only("single-rank job");
+  }
+  {
+    // Rank 0 of an mpirun job without CHORUS_STORE_ADDR (port file mode).
+    Bootstrap boot(job_for(0, 2, unique_job_id("loopback")), kTimeout);
+    expect_listening_on_loopback_only("mpirun-style rank 0");
+  }
+}
+
 TEST(Bootstrap, AllGatherTimeoutNamesTheMissingRank) {
   // Rank 0 of a 2-rank job whose rank 1 never comes.
   Bootstrap boot(job_for(0, 2, unique_job_id("missing")), milliseconds(300));
@@ -231,6 +255,42 @@ TEST(PortFile, PublishThenWaitFor) {
   EXPECT_EQ(port_file::wait_for(path, milliseconds(100)), 1234);
   port_file::remove(path);
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
+}
+
+TEST(PortFile, ContentsMustBeOnePortAndANewline) {
+  EXPECT_EQ(port_file::parse_port("40123\n", "f"), 40123);
+  EXPECT_EQ(port_file::parse_port("1\n", "f"), 1);
+  EXPECT_EQ(port_file::parse_port("65535\n", "f"), 65535);
+  for (std::string_view bad : {"", "\n", "40123", "0\n", "65536\n", "-1\n", " 1\n", "1 \n", "1\n\n", "12x\n",
+                               "4294967297\n", "99999999999999999999\n"}) {
+    try {
+      port_file::parse_port(bad, "/tmp/the-file");
+      ADD_FAILURE() << "accepted \"" << bad << "\"";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::bootstrap);
+      EXPECT_NE(std::string(e.what()).find("/tmp/the-file does not hold a port"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(PackedGather, RoundTripsAndRefusesMalformedValues) {
+  std::vector<Bytes> blobs = {bytes_of("a"), {}, bytes_of("ccc")};
+  Bytes value = packed::pack(blobs);
+  EXPECT_EQ(packed::unpack(value, 3, "k"), blobs);
+  auto refused = [](const Bytes& bad, int size, const std::string& why) {
+    try {
+      packed::unpack(bad, size, "job/x/all");
+      ADD_FAILURE() << "accepted a value that should fail with: " << why;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::bootstrap);
+      EXPECT_NE(std::string(e.what()).find("packed all_gather value job/x/all " + why), std::string::npos) << e.what();
+    }
+  };
+  refused(value, 4, "is truncated");                               // fewer ranks than the job has
+  refused(value, 2, "has trailing bytes");                         // more ranks than the job has
+  refused(Bytes(value.begin(), value.end() - 1), 3, "is truncated");  // last blob cut short
+  refused(Bytes{0, 0, 0}, 1, "is truncated");                      // not even a length
+  refused(Bytes{0xff, 0xff, 0xff, 0xff, 'x'}, 1, "is truncated");  // a length far past the end
 }
 
 TEST(PortFile, JobIdsBecomeSafeFileNames) {

@@ -216,6 +216,10 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{kChorusrun, "CHORUS_STORE_ADDR", "host:8x", kAddressRule},
         InvalidCase{kChorusrun, "CHORUS_STORE_ADDR", "::1:80", kAddressRule},
         InvalidCase{kChorusrun, "CHORUS_STORE_ADDR", "[::1]80", kAddressRule},
+        // Found by tests/fuzz: a bracket inside the host was accepted as part of it.
+        InvalidCase{kChorusrun, "CHORUS_STORE_ADDR", "[[0]:1", kAddressRule},
+        InvalidCase{kChorusrun, "CHORUS_STORE_ADDR", "[::1]]:80", kAddressRule},
+        InvalidCase{kChorusrun, "CHORUS_STORE_ADDR", "host]:80", kAddressRule},
         InvalidCase{kMpirun, "OMPI_COMM_WORLD_RANK", "3", "below OMPI_COMM_WORLD_SIZE=3"},
         InvalidCase{kMpirun, "OMPI_COMM_WORLD_SIZE", "-2", "an integer from 1 to"},
         InvalidCase{kMpirun, "OMPI_COMM_WORLD_LOCAL_SIZE", "0", "an integer from 1 to 3"},

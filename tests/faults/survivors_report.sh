@@ -12,11 +12,16 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do launcher_args+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# Marks this trial's ranks: others may run the same program on the machine
+# at the same time, and their processes are neither ours to count nor to kill.
+trial="survivors-$$-$(date +%s%N)"
+trial_pids() { grep -lsz "^CHORUS_FAULT_TRIAL=$trial\$" /proc/[0-9]*/environ | cut -d/ -f3 | tr '\n' ' '; }
 
 start=$(date +%s.%N)
 # The grace lets survivors report instead of being stopped at the first death.
 timeout $((timeout_seconds * 3 + 30)) "$chorusrun" -n "$ranks" --timeout "$timeout_seconds" \
-  --failure-grace $((timeout_seconds + 10)) "${launcher_args[@]}" "$program" "$@" >"$log" 2>&1
+  --failure-grace $((timeout_seconds + 10)) -x "CHORUS_FAULT_TRIAL=$trial" "${launcher_args[@]}" "$program" "$@" \
+  >"$log" 2>&1
 status=$?
 elapsed=$(echo "$(date +%s.%N) - $start" | bc)
 
@@ -31,7 +36,7 @@ if grep -q 'DOES NOT NAME\|no error after\|WRONG RESULT' "$log"; then echo "FAIL
 limit=$((timeout_seconds + 15))
 [ "$(echo "$elapsed < $limit" | bc)" = 1 ] || { echo "FAIL: took ${elapsed}s (limit ${limit}s)"; failures=1; }
 sleep 0.3
-left=$(pgrep -x "$(basename "$program" | cut -c1-15)" || true)
-[ -z "$left" ] || { echo "FAIL: processes left: $left"; pkill -9 -x "$(basename "$program" | cut -c1-15)"; failures=1; }
+left=$(trial_pids)
+[ -z "$left" ] || { echo "FAIL: processes left: $left"; kill -9 $left 2>/dev/null; failures=1; }
 if [ $failures -ne 0 ]; then echo "--- output"; tail -n 40 "$log"; exit 1; fi
 echo "survivors_report: OK: $named of $ranks ranks named the failed peer; chorusrun exit $status after ${elapsed}s (timeout ${timeout_seconds}s)"

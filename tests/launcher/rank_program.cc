@@ -5,7 +5,9 @@
 //   sleep          print the pid, then sleep until signalled (reports the signal)
 //   partial        print a line without a newline
 //   store          connect to the job's store, set and read a key
+//   listen         print every address the job's store listens on
 #include "bootstrap/store.hpp"
+#include "tests/listening_sockets.hpp"
 
 #include <csignal>
 #include <cstdio>
@@ -64,6 +66,14 @@ int main(int argc, char** argv) {
     client.set("hello/" + std::to_string(rank()), {'o', 'k'});
     auto other = client.get("hello/" + std::to_string((rank() + 1) % std::atoi(std::getenv("CHORUS_SIZE"))));
     std::printf("store says %s\n", std::string(other.begin(), other.end()).c_str());
+    return 0;
+  }
+  if (mode == "listen") {
+    std::string address = std::getenv("CHORUS_STORE_ADDR");
+    auto port = static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+    for (const auto& socket : chorus::testing::listening_sockets()) {
+      if (socket.port == port) std::printf("store listens on %s:%u\n", socket.address.c_str(), unsigned{socket.port});
+    }
     return 0;
   }
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());

@@ -189,6 +189,28 @@ TEST(Chorusrun, BindChoiceReachesTheRanks) {
   EXPECT_TRUE(contains(r.output, "[0] CHORUS_REPORT_BINDINGS=1")) << r.output;
 }
 
+// Listening addresses of the job's store, as its ranks saw them.
+std::vector<std::string> store_listen_addresses(const std::string& output) {
+  std::vector<std::string> addresses;
+  static const std::regex line(R"(\[0\] store listens on (.*):[0-9]+\n)");
+  for (std::sregex_iterator it(output.begin(), output.end(), line), end; it != end; ++it) addresses.push_back((*it)[1]);
+  return addresses;
+}
+
+TEST(Chorusrun, SingleHostStoreListensOnLoopbackOnly) {
+  Result r = run("-n 2 " + kRank + " listen");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(store_listen_addresses(r.output), std::vector<std::string>{"127.0.0.1"}) << r.output;
+}
+
+// The contrast: ranks on other hosts must reach the store, so it listens on
+// every interface (the one case where it does).
+TEST(Chorusrun, MultiHostStoreListensOnEveryInterface) {
+  Result r = run("-n 2 --hosts nodeA:1,nodeB:1 --store-addr 127.0.0.1 --rsh " + quote(FAKE_RSH) + " " + kRank + " listen");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(store_listen_addresses(r.output), std::vector<std::string>{"0.0.0.0"}) << r.output;
+}
+
 TEST(Chorusrun, HelpAndVersion) {
   Result r = run("--help");
   EXPECT_EQ(r.status, 0);

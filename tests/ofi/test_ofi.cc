@@ -319,6 +319,28 @@ INSTANTIATE_TEST_SUITE_P(Providers, Ofi, ::testing::Values("shm", "tcp;ofi_rxm")
                            return info.param == "shm" ? std::string("shm") : std::string("tcp_rxm");
                          });
 
+// A peer's address comes from the store: a short or unterminated one is
+// refused naming the rank, never handed to fi_av_insert to read past its end.
+TEST_P(Ofi, MalformedPeerAddressIsRefusedNamingTheRank) {
+  setenv("FI_TCP_IFACE", "lo", 1);
+  OfiOptions options;
+  options.provider = GetParam();
+  auto t = make_ofi_transport(0, 2, options);
+  Blob own = t->address();
+  Blob truncated(own.begin(), own.begin() + static_cast<std::ptrdiff_t>(own.size() / 2));
+  if (GetParam() == "shm") truncated.erase(std::remove(truncated.begin(), truncated.end(), 0), truncated.end());
+  for (const Blob& bad : {Blob{}, truncated}) {
+    try {
+      t->connect({own, bad});
+      ADD_FAILURE() << "connected to a " << bad.size() << "-byte address";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::bootstrap);
+      EXPECT_EQ(e.peer(), 1);
+      EXPECT_NE(std::string(e.what()).find("rank 1 published an unusable address"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(OfiProvider, UnknownProviderListsTheAvailableOnes) {
   OfiOptions options;
   options.provider = "carrier-pigeon";

@@ -33,6 +33,25 @@ constexpr size_t kRecvBuffersPerPeer = 16;
 constexpr size_t kMaxReadsInFlight = 64;
 constexpr size_t kCqBatch = 32;
 
+// Why a peer's address blob (from the bootstrap store) cannot go to
+// fi_av_insert, or "" if it can. fi_av_insert takes no length: it reads as
+// many bytes as the address format implies (a sockaddr, or a C string for
+// FI_ADDR_STR), so a short or unterminated blob would be read past its end.
+// Every rank runs the same provider, so binary addresses have our length.
+std::string unusable_peer_address(const Blob& blob, uint32_t addr_format, size_t own_length) {
+  if (addr_format == FI_ADDR_STR) {
+    if (std::find(blob.begin(), blob.end(), 0) == blob.end()) {
+      return concat("its ", blob.size(), "-byte address is not a NUL-terminated string (FI_ADDR_STR)");
+    }
+    return {};
+  }
+  if (blob.size() != own_length) {
+    return concat("its address is ", blob.size(), " bytes, this rank's is ", own_length,
+                  " (same provider expected on every rank)");
+  }
+  return {};
+}
+
 // Every posted operation owns one of these; its address is the libfabric
 // context, so a completion leads straight back to it.
 struct Operation {
@@ -115,7 +134,12 @@ class OfiTransport final : public Transport {
     next_receive_sequence_.assign(peers.size(), 0);
     early_.assign(peers.size(), {});
     addresses_.assign(peers.size(), FI_ADDR_UNSPEC);
+    const size_t own_length = address().size();
     for (size_t r = 0; r < peers.size(); ++r) {
+      if (auto why = unusable_peer_address(peers[r], info_->addr_format, own_length); !why.empty()) {
+        throw Error(Status::bootstrap, concat("libfabric: rank ", r, " published an unusable address: ", why),
+                    static_cast<int>(r));
+      }
       // One at a time so a bad address names its rank.
       int inserted = fi_av_insert(av_.get(), peers[r].data(), 1, &addresses_[r], 0, nullptr);
       if (inserted != 1) {
