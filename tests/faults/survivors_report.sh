@@ -7,11 +7,7 @@
 set -uo pipefail
 chorusrun=$1 program=$2 ranks=$3 timeout_seconds=$4 expected=$5
 shift 5
-launcher_args=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do launcher_args+=("$1"); shift; done
-[ "${1:-}" = "--" ] && shift
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+source "$(dirname "$0")/../launch_args.sh"
 # Marks this trial's ranks: others may run the same program on the machine
 # at the same time, and their processes are neither ours to count nor to kill.
 trial="survivors-$$-$(date +%s%N)"
@@ -20,7 +16,7 @@ trial_pids() { grep -lsz "^CHORUS_FAULT_TRIAL=$trial\$" /proc/[0-9]*/environ | c
 start=$(date +%s.%N)
 # The grace lets survivors report instead of being stopped at the first death.
 timeout $((timeout_seconds * 3 + 30)) "$chorusrun" -n "$ranks" --timeout "$timeout_seconds" \
-  --failure-grace $((timeout_seconds + 10)) -x "CHORUS_FAULT_TRIAL=$trial" "${launcher_args[@]}" "$program" "$@" \
+  --failure-grace $((timeout_seconds + 10)) -x "CHORUS_FAULT_TRIAL=$trial" "${launcher_args[@]}" "$program" "${program_args[@]}" \
   >"$log" 2>&1
 status=$?
 elapsed=$(echo "$(date +%s.%N) - $start" | bc)

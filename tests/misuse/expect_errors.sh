@@ -7,13 +7,9 @@
 set -uo pipefail
 chorusrun=$1 program=$2 ranks=$3 reporting=$4 text=$5
 shift 5
-launcher_args=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do launcher_args+=("$1"); shift; done
-[ "${1:-}" = "--" ] && shift
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+source "$(dirname "$0")/../launch_args.sh"
 
-timeout 120 "$chorusrun" -n "$ranks" --failure-grace 30 "${launcher_args[@]}" "$program" "$@" >"$log" 2>&1
+timeout 120 "$chorusrun" -n "$ranks" --failure-grace 30 "${launcher_args[@]}" "$program" "${program_args[@]}" >"$log" 2>&1
 status=$?
 cat "$log" | cut -c1-600
 failures=0
