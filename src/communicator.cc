@@ -261,21 +261,7 @@ void CommunicatorImpl::guarded(const char* what, Body&& body) {
 // What chorusrun recorded in the store about the first rank that failed
 // (its death or stop), as an error naming that rank; nullopt if nothing.
 std::optional<Error> Session::launcher_failure() {
-  if (!bootstrap || !store_usable) return std::nullopt;
-  try {
-    auto& store = bootstrap->store();
-    if (!store.check("chorus/failed")) return std::nullopt;
-    auto report = store.get("chorus/failed");
-    int peer = -1;
-    if (store.check("chorus/failed_rank")) {
-      auto text = store.get("chorus/failed_rank");
-      peer = static_cast<int>(config::parse_int(std::string(text.begin(), text.end()), 0, job.size - 1).value_or(-1));
-    }
-    return Error(Status::peer_failed, concat("chorusrun reports: ", std::string(report.begin(), report.end())), peer);
-  } catch (const std::exception&) {
-    store_usable = false;  // the store may be gone with the failed rank (rank 0 served it)
-    return std::nullopt;
-  }
+  return bootstrap ? bootstrap->launcher_failure() : std::nullopt;
 }
 
 // A timeout or lost peer is often the echo of a rank that died elsewhere:
@@ -294,7 +280,9 @@ std::optional<Error> CommunicatorImpl::launcher_report(const Error& error) {
   const auto give_up = std::chrono::steady_clock::now() + std::min(patience, session_->settings.timeout);
   for (;;) {
     if (auto failure = session_->launcher_failure()) return failure;
-    if (std::chrono::steady_clock::now() >= give_up || !session_->store_usable) return std::nullopt;
+    if (std::chrono::steady_clock::now() >= give_up || !session_->bootstrap || !session_->bootstrap->store_answers()) {
+      return std::nullopt;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }

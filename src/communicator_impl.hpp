@@ -43,7 +43,6 @@ struct Session {
   std::unique_ptr<p2p::Engine> engine;  // declared last: destroyed first
   uint32_t next_context_id = 1;         // lowest id this process has not used
   bool closed = false;                  // the world communicator was finalized
-  bool store_usable = true;             // false once the store stopped answering
   std::mutex mutex;
 
   std::optional<Error> launcher_failure();

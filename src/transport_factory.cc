@@ -4,6 +4,8 @@
 #include "topology/topology.hpp"
 #include "transports/inproc/inproc.hpp"
 
+#include <algorithm>
+
 #ifdef CHORUS_HAVE_OFI
 #include "transports/ofi/ofi_info.hpp"
 #include "transports/ofi/ofi_transport.hpp"
@@ -106,6 +108,11 @@ std::unique_ptr<transport::Transport> create_transport(const config::Settings& s
   options.provider = settings.ofi_provider;
   options.all_ranks_on_one_host = all_ranks_on_one_host;
   options.max_eager_bytes = settings.eager_limit;
+  // Generous for a non-blocking call, well inside the timeout a survivor of
+  // a dead peer must report within.
+  options.stall_cpu_limit = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(settings.timeout / 10),
+                                       std::chrono::milliseconds(1000), std::chrono::milliseconds(5000));
+  if (settings.test_ofi_stall_rank == rank) options.test_stall_after_calls = settings.test_ofi_stall_after;
   return transport::make_ofi_transport(rank, size, options);
 #else
   (void)rank;

@@ -4,6 +4,7 @@
 #include "bootstrap/port_file.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/store.hpp"
+#include "common/config.hpp"
 #include "common/log.hpp"
 
 namespace chorus::bootstrap {
@@ -104,6 +105,7 @@ Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout) : jo
     port = port_file::wait_for(port_file::path_for(job_.job_id), timeout);
   }
   client_ = std::make_unique<StoreClient>(host, port, job_.secret, timeout);
+  if (job_.launcher == "chorusrun") client_->set_failure_check([this] { return launcher_failure(); });
   log::debug("rank ", job_.rank, " connected to the bootstrap store at ", net::format_address(host, port),
              server_ ? " (served by this process)" : "");
 }
@@ -114,6 +116,24 @@ Bootstrap::~Bootstrap() {
 }
 
 StoreClient& Bootstrap::store() { return *client_; }
+
+std::optional<Error> Bootstrap::launcher_failure() {
+  if (job_.launcher != "chorusrun" || !store_answers_) return std::nullopt;
+  try {
+    if (!client_->check("chorus/failed")) return std::nullopt;
+    const Bytes report = client_->get("chorus/failed");
+    int peer = -1;
+    // chorusrun sets the rank first: whoever sees chorus/failed finds it.
+    if (client_->check("chorus/failed_rank")) {
+      const Bytes text = client_->get("chorus/failed_rank");
+      peer = static_cast<int>(config::parse_int(std::string(text.begin(), text.end()), 0, job_.size - 1).value_or(-1));
+    }
+    return Error(Status::peer_failed, concat("chorusrun reports: ", std::string(report.begin(), report.end())), peer);
+  } catch (const Error&) {
+    store_answers_ = false;  // the store may be gone with the failed rank (rank 0 served it)
+    return std::nullopt;
+  }
+}
 
 std::vector<Bytes> Bootstrap::all_gather(const std::string& prefix, const Bytes& blob) {
   const std::string base = concat(job_.job_id, "/", prefix);

@@ -9,9 +9,13 @@
 // closed, while the server keeps serving every other client.
 #pragma once
 
+#include "common/error.hpp"
+
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -67,6 +71,11 @@ class StoreClient {
   int64_t add(const std::string& key, int64_t delta);
   // True if `key` exists now (no waiting).
   bool check(const std::string& key);
+  // From now on, waits (get, wait) ask `failure` about once a second and end
+  // with the Error it returns, if any: chorusrun records a dead rank in the
+  // store, so a rank waiting on it during setup says so at once instead of
+  // at the timeout. `failure` may use this client; its own waits are plain.
+  void set_failure_check(std::function<std::optional<Error>()> failure);
 
   class Impl;
 
@@ -115,6 +124,12 @@ class Bootstrap {
   explicit Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout);
   ~Bootstrap();
   StoreClient& store();
+  // What chorusrun recorded in the store about the first rank that failed
+  // (died or stopped), as Error(Status::peer_failed) naming that rank;
+  // nullopt if nothing was recorded, under other launchers, or once the
+  // store stopped answering (rank 0 may have served it).
+  std::optional<Error> launcher_failure();
+  bool store_answers() const { return store_answers_; }
   // Publishes `blob` under "<prefix>/<rank>" and returns every rank's blob.
   std::vector<Bytes> all_gather(const std::string& prefix, const Bytes& blob);
   // Store-based barrier (used at setup and teardown, not on the data path).
@@ -124,6 +139,7 @@ class Bootstrap {
   JobInfo job_;
   std::unique_ptr<StoreServer> server_;
   std::unique_ptr<StoreClient> client_;
+  bool store_answers_ = true;
 };
 
 }  // namespace chorus::bootstrap

@@ -23,6 +23,7 @@ namespace {
 constexpr auto kFirstRetryDelay = std::chrono::milliseconds(10);
 constexpr auto kMaxRetryDelay = std::chrono::milliseconds(200);
 constexpr size_t kReadChunk = 64 * 1024;
+constexpr auto kFailureCheckInterval = std::chrono::seconds(1);
 
 std::string quoted_key(const std::string& key) { return concat("key \"", key, "\""); }
 
@@ -38,9 +39,11 @@ class StoreClient::Impl {
   int64_t add(const std::string& key, int64_t delta);
   bool check(const std::string& key);
   Clock::time_point deadline() const { return Clock::now() + timeout_; }
+  void set_failure_check(std::function<std::optional<Error>()> failure) { failure_ = std::move(failure); }
 
  private:
   void connect(const std::string& host, uint16_t port, Clock::time_point deadline);
+  Bytes get_until(const std::string& key, Clock::time_point deadline);
   // Sends `request` and returns the reply with its id; `what` describes the
   // call for error messages ("waiting for key \"a\"").
   Frame call(Frame request, Type expected, Clock::time_point deadline, const std::string& what);
@@ -58,6 +61,8 @@ class StoreClient::Impl {
   uint32_t last_id_ = 0;
   std::set<uint32_t> abandoned_;  // ids whose caller timed out; late replies are dropped
   std::string broken_;            // why the stream can no longer be trusted
+  std::function<std::optional<Error>()> failure_;  // see set_failure_check
+  bool asking_failure_ = false;   // inside failure_: plain waits
 };
 
 StoreClient::Impl::Impl(const std::string& host, uint16_t port, const std::string& secret,
@@ -97,6 +102,33 @@ void StoreClient::Impl::set(const std::string& key, const Bytes& value) {
 }
 
 Bytes StoreClient::Impl::get(const std::string& key, Clock::time_point deadline) {
+  if (!failure_ || asking_failure_) return get_until(key, deadline);
+  // Wait in slices, asking between them whether the launcher saw a rank
+  // fail. A slice that times out leaves its request abandoned: the late
+  // reply is dropped (receive_reply).
+  for (;;) {
+    const auto slice_end = std::min(deadline, Clock::now() + kFailureCheckInterval);
+    try {
+      return get_until(key, slice_end);
+    } catch (const Error& e) {
+      if (e.status() != Status::timeout || slice_end >= deadline) throw;
+    }
+    std::optional<Error> failure;
+    {
+      struct Asking {
+        bool& flag;
+        ~Asking() { flag = false; }
+      } asking{asking_failure_ = true};
+      failure = failure_();
+    }
+    if (failure) {
+      throw Error(failure->status(), concat("while waiting for ", quoted_key(key), ": ", failure->what()),
+                  failure->peer());
+    }
+  }
+}
+
+Bytes StoreClient::Impl::get_until(const std::string& key, Clock::time_point deadline) {
   return call(Frame::get(next_id(), key, true), Type::value, deadline, concat("waiting for ", quoted_key(key))).blob;
 }
 
@@ -220,6 +252,9 @@ void StoreClient::set(const std::string& key, const Bytes& value) { impl_->set(k
 Bytes StoreClient::get(const std::string& key) { return impl_->get(key); }
 int64_t StoreClient::add(const std::string& key, int64_t delta) { return impl_->add(key, delta); }
 bool StoreClient::check(const std::string& key) { return impl_->check(key); }
+void StoreClient::set_failure_check(std::function<std::optional<Error>()> failure) {
+  impl_->set_failure_check(std::move(failure));
+}
 
 void StoreClient::wait(const std::vector<std::string>& keys) {
   // One deadline for the whole set: waiting for N keys is one call, not N.

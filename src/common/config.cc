@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <tuple>
+#include <utility>
 
 namespace chorus::config {
 
@@ -136,6 +138,8 @@ const std::vector<VariableDoc>& variables() {
       {"CHORUS_VERBS_RETRY_COUNT", "7", "RC transport retries before a send fails (0..7)"},
       {"CHORUS_TEST_VERBS_QP_ERROR", "unset",
        "test hook, PEER:N: after N eager sends every other rank moves its QP to PEER into the error state"},
+      {"CHORUS_TEST_OFI_STALL", "unset",
+       "test hook, RANK:N: on RANK the N-th libfabric data-path call spins forever, as on a lock a dead peer holds"},
       {"CHORUS_BIND", "auto",
        "placement: nic (cores near the NIC), core (cores in order), none, or auto (keep a launcher's binding; none "
        "when local ranks outnumber cores; nic for up to 2 local ranks; the package of that core beyond)"},
@@ -166,6 +170,21 @@ const std::vector<VariableDoc>& variables() {
   return docs;
 }
 
+namespace {
+
+// A test hook's "RANK:N" value, or nullopt when the variable is unset.
+std::optional<std::pair<int, int>> rank_and_count(const char* name, const char* expected) {
+  auto hook = get(name);
+  if (!hook) return std::nullopt;
+  const auto colon = hook->find(':');
+  auto rank = colon == std::string::npos ? std::nullopt : parse_int(hook->substr(0, colon), 0, 1 << 20);
+  auto count = colon == std::string::npos ? std::nullopt : parse_int(hook->substr(colon + 1), 0, 1 << 30);
+  if (!rank || !count) bad_value(name, *hook, expected);
+  return std::pair<int, int>(static_cast<int>(*rank), static_cast<int>(*count));
+}
+
+}  // namespace
+
 Settings Settings::from_env() {
   Settings s;
   s.timeout = env_seconds("CHORUS_TIMEOUT", s.timeout, 86400.0);
@@ -188,13 +207,11 @@ Settings Settings::from_env() {
   v.cq_entries = static_cast<int>(env_int("CHORUS_VERBS_CQ_ENTRIES", v.cq_entries, 1, 1 << 24));
   v.qp_timeout = static_cast<int>(env_int("CHORUS_VERBS_QP_TIMEOUT", v.qp_timeout, 1, 31));
   v.retry_count = static_cast<int>(env_int("CHORUS_VERBS_RETRY_COUNT", v.retry_count, 0, 7));
-  if (auto hook = get("CHORUS_TEST_VERBS_QP_ERROR")) {
-    auto colon = hook->find(':');
-    auto peer = colon == std::string::npos ? std::nullopt : parse_int(hook->substr(0, colon), 0, 1 << 20);
-    auto after = colon == std::string::npos ? std::nullopt : parse_int(hook->substr(colon + 1), 0, 1 << 30);
-    if (!peer || !after) bad_value("CHORUS_TEST_VERBS_QP_ERROR", *hook, "PEER:N (rank and eager-send count)");
-    v.test_qp_error_peer = static_cast<int>(*peer);
-    v.test_qp_error_after = static_cast<int>(*after);
+  if (auto hook = rank_and_count("CHORUS_TEST_VERBS_QP_ERROR", "PEER:N (rank and eager-send count)")) {
+    std::tie(v.test_qp_error_peer, v.test_qp_error_after) = *hook;
+  }
+  if (auto hook = rank_and_count("CHORUS_TEST_OFI_STALL", "RANK:N (rank and provider-call count)")) {
+    std::tie(s.test_ofi_stall_rank, s.test_ofi_stall_after) = *hook;
   }
   s.bind = env_choice("CHORUS_BIND", s.bind, {"auto", "nic", "core", "none"});
   s.report_bindings = env_bool("CHORUS_REPORT_BINDINGS", s.report_bindings);

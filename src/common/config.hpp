@@ -73,6 +73,10 @@ struct Settings {
   std::chrono::microseconds spin{std::chrono::microseconds(50)}; // CHORUS_SPIN_US
   std::string transport = "auto";                                // CHORUS_TRANSPORT
   std::string ofi_provider;                                      // CHORUS_OFI_PROVIDER ("" = auto)
+  // Test hook CHORUS_TEST_OFI_STALL="RANK:N": on RANK, the N-th libfabric
+  // data-path call spins instead of returning (the stall escape's tests).
+  int test_ofi_stall_rank = -1;
+  int test_ofi_stall_after = 0;
   VerbsSettings verbs;
   std::string bind = "auto";                                     // CHORUS_BIND: auto, nic, core, none
   bool report_bindings = false;                                  // CHORUS_REPORT_BINDINGS

@@ -181,6 +181,55 @@ TEST_F(Store, WaitTimesOutNamingTheMissingKey) {
   EXPECT_TRUE(contains(e.what(), "key \"absent\"")) << e.what();
 }
 
+// chorusrun records a dead rank in the store; a wait asks about it between
+// one-second slices and ends with that error instead of at the timeout.
+TEST_F(Store, FailureCheckEndsAWaitWithItsError) {
+  auto store = client(milliseconds(20000));
+  int asked = 0;
+  store->set_failure_check([&]() -> std::optional<Error> {
+    ++asked;
+    if (!store->check("failed")) return std::nullopt;  // the check may use the client
+    return Error(Status::peer_failed, concat("reported: ", text_of(store->get("failed"))), 3);
+  });
+  auto reporter = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(milliseconds(1500));
+    client()->set("failed", bytes_of("rank 3 was killed"));
+  });
+  auto start = Clock::now();
+  Error e = error_from([&] { store->get("never-set"); });
+  auto took = elapsed_since(start);
+  reporter.get();
+  EXPECT_EQ(e.status(), Status::peer_failed);
+  EXPECT_EQ(e.peer(), 3);
+  EXPECT_TRUE(contains(e.what(), "waiting for key \"never-set\"")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "reported: rank 3 was killed")) << e.what();
+  EXPECT_GE(took, milliseconds(1500));
+  EXPECT_LT(took, milliseconds(5000));
+  EXPECT_GE(asked, 1);
+
+  // The abandoned slices' late replies are dropped; the client stays in step.
+  client()->set("never-set", bytes_of("late"));
+  EXPECT_EQ(text_of(store->get("never-set")), "late");
+}
+
+TEST_F(Store, FailureCheckThatFindsNothingLeavesTheTimeoutAsItWas) {
+  auto store = client(milliseconds(2500));
+  int asked = 0;
+  store->set_failure_check([&]() -> std::optional<Error> {
+    ++asked;
+    return std::nullopt;
+  });
+  auto start = Clock::now();
+  Error e = error_from([&] { store->get("never-set"); });
+  EXPECT_EQ(e.status(), Status::timeout);
+  EXPECT_TRUE(contains(e.what(), "timed out after 2500 ms waiting for key \"never-set\"")) << e.what();
+  EXPECT_GE(elapsed_since(start), milliseconds(2500));
+  EXPECT_GE(asked, 2);
+  // A value set meanwhile is found at once, between slices or not.
+  client()->set("present", bytes_of("v"));
+  EXPECT_EQ(text_of(store->get("present")), "v");
+}
+
 TEST(StoreConnect, TimesOutWhenNoServerListens) {
   uint16_t port = unused_port();
   auto start = Clock::now();

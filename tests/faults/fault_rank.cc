@@ -10,6 +10,7 @@
 #include <chrono>
 #include <csignal>
 #include <ctime>
+#include <optional>
 #include <thread>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@ struct Options {
   int victim = 1;
   int after = 20;               // iterations before the fault
   int at_ms = -1;               // or: milliseconds after start, from a timer thread (any point of a call)
+  bool before_init = false;     // or: before Communicator::init (the others are setting up)
   std::string how = "kill";     // kill, stop, none (the fault comes from elsewhere)
   std::string op = "allreduce"; // allreduce, broadcast, barrier
   size_t bytes = 1 << 20;
@@ -40,6 +42,8 @@ void usage(FILE* out) {
                "  --after K        iterations before it fails (default 20)\n"
                "  --at-ms T        fail T ms after the loop starts instead, from a timer\n"
                "                   thread, so the fault lands anywhere inside a call\n"
+               "  --before-init    fail before calling Communicator::init, while the\n"
+               "                   others set up (the rank comes from CHORUS_RANK)\n"
                "  --how H          kill (SIGKILL itself), stop (SIGSTOP itself) or none\n"
                "                   (another mechanism injects the fault; default kill)\n"
                "  --op OP          allreduce, broadcast, barrier, reduce, allgather,\n"
@@ -113,6 +117,10 @@ bool parse(int argc, char** argv, Options& o) {
       usage(stdout);
       std::exit(0);
     }
+    if (arg == "--before-init") {
+      o.before_init = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "chorus-fault: %s needs a value (or is unknown)\n", arg.c_str());
       return false;
@@ -143,7 +151,28 @@ bool parse(int argc, char** argv, Options& o) {
 int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) return 2;
-  auto comm = chorus::Communicator::init();
+  const auto start = std::chrono::steady_clock::now();
+  // A rank killed while the others are still setting up must be reported
+  // by them too: init fails like a collective would.
+  auto report = [&](const chorus::Error& e, int rank, int done) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string text = e.what();
+    const bool names_victim = e.peer() == o.victim || text.find("rank " + std::to_string(o.victim)) != std::string::npos;
+    std::printf("%.3f rank %d: error after %d iterations, %.2f s: %s the failed peer (peer %d): %s\n", wall_seconds(),
+                rank, done, seconds, names_victim ? "names" : "DOES NOT NAME", e.peer(), text.c_str());
+    std::fflush(stdout);
+    return names_victim ? 42 : 43;
+  };
+  const char* rank_text = std::getenv("CHORUS_RANK");
+  const int launched_rank = rank_text != nullptr ? std::atoi(rank_text) : -1;
+  if (o.before_init && launched_rank == o.victim) fail_now(launched_rank, o.how);
+  std::optional<chorus::Communicator> world;
+  try {
+    world.emplace(chorus::Communicator::init());
+  } catch (const chorus::Error& e) {
+    return report(e, launched_rank, 0);
+  }
+  chorus::Communicator& comm = *world;
   const int rank = comm.rank();
   if (o.victim == -1 && comm.size() == 2) o.victim = 1 - rank;
   if (o.victim < 0 || o.victim >= comm.size()) {
@@ -155,7 +184,6 @@ int main(int argc, char** argv) {
   const size_t block = std::max<size_t>(1, elements / static_cast<size_t>(comm.size()));
   std::vector<int32_t> data(std::max(elements, block * static_cast<size_t>(comm.size())), 1);
   std::vector<int32_t> out(data.size(), 0);
-  const auto start = std::chrono::steady_clock::now();
   if (rank == o.victim && o.at_ms >= 0) {
     std::thread([&o, rank] {
       std::this_thread::sleep_for(std::chrono::milliseconds(o.at_ms));
@@ -172,13 +200,7 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const chorus::Error& e) {
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string text = e.what();
-    const bool names_victim = e.peer() == o.victim || text.find("rank " + std::to_string(o.victim)) != std::string::npos;
-    std::printf("%.3f rank %d: error after %d iterations, %.2f s: %s the failed peer (peer %d): %s\n", wall_seconds(),
-                rank, done, seconds, names_victim ? "names" : "DOES NOT NAME", e.peer(), text.c_str());
-    std::fflush(stdout);
-    return names_victim ? 42 : 43;
+    return report(e, rank, done);
   }
   std::printf("rank %d: no error after %d iterations\n", rank, done);
   return 44;

@@ -28,6 +28,10 @@ failures=0
 [ "$status" -ne 124 ] || { echo "FAIL: the job hung"; failures=1; }
 [ "$named" -eq "$expected" ] || { echo "FAIL: $named ranks named the failed peer, expected $expected"; failures=1; }
 if grep -q 'DOES NOT NAME\|no error after\|WRONG RESULT' "$log"; then echo "FAIL: a rank missed the fault"; failures=1; fi
+# SURVIVORS_EXPECT: an extended regex some rank's output must match as well.
+if [ -n "${SURVIVORS_EXPECT:-}" ] && ! grep -Eq "$SURVIVORS_EXPECT" "$log"; then
+  echo "FAIL: no output matches \"$SURVIVORS_EXPECT\""; failures=1
+fi
 # Each survivor's error must come within CHORUS_TIMEOUT of the fault (plus start-up).
 limit=$((timeout_seconds + 15))
 [ "$(echo "$elapsed < $limit" | bc)" = 1 ] || { echo "FAIL: took ${elapsed}s (limit ${limit}s)"; failures=1; }

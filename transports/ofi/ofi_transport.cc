@@ -3,10 +3,12 @@
 
 #include "common/log.hpp"
 #include "transports/ofi/ofi_info.hpp"
+#include "transports/ofi/stall_escape.hpp"
 
 #include <rdma/fi_cm.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -81,19 +83,27 @@ struct PendingRead {
 
 class OfiRegion final : public MemoryRegion {
  public:
-  OfiRegion(fid_mr* mr, void* base, size_t length, uint64_t remote_address, uint64_t key)
-      : MemoryRegion(base, length, remote_address, key), mr_(mr) {}
-  ~OfiRegion() override { fi_close(&mr_->fid); }
+  OfiRegion(fid_mr* mr, void* base, size_t length, uint64_t remote_address, uint64_t key,
+            std::shared_ptr<const std::atomic<bool>> abandoned)
+      : MemoryRegion(base, length, remote_address, key), mr_(mr), abandoned_(std::move(abandoned)) {}
+  ~OfiRegion() override {
+    if (!abandoned_->load()) fi_close(&mr_->fid);
+  }
   void* descriptor() const { return fi_mr_desc(mr_); }
 
  private:
   fid_mr* mr_;
+  std::shared_ptr<const std::atomic<bool>> abandoned_;  // the transport's: provider unusable
 };
 
 class OfiTransport final : public Transport {
  public:
   OfiTransport(int rank, int size, const OfiOptions& options)
-      : rank_(rank), size_(size), max_eager_(std::max<size_t>(4096, options.max_eager_bytes + 64)) {
+      : rank_(rank),
+        size_(size),
+        max_eager_(std::max<size_t>(4096, options.max_eager_bytes + 64)),
+        escape_(options.stall_cpu_limit),
+        test_stall_after_calls_(options.test_stall_after_calls) {
     provider_ = options.provider.empty() ? auto_provider(options.all_ranks_on_one_host) : options.provider;
     info_ = choose_provider(provider_, options.all_ranks_on_one_host);
     open_endpoint();
@@ -104,6 +114,19 @@ class OfiTransport final : public Transport {
   }
 
   ~OfiTransport() override {
+    if (!abandoned_.empty()) {
+      // A call was interrupted inside the provider, whose locks may still be
+      // held: closing would hang. The process is about to report and exit.
+      log::warn("ofi: leaving the libfabric objects open after: ", abandoned_);
+      send_region_.reset();  // regions see *abandoned_flag_ and skip fi_close
+      recv_region_.reset();
+      (void)endpoint_.release();
+      (void)av_.release();
+      (void)cq_.release();
+      (void)domain_.release();
+      (void)fabric_.release();
+      return;
+    }
     // Endpoint first (cancels posted operations), then what it was bound to.
     endpoint_.reset();
     av_.reset();
@@ -166,7 +189,9 @@ class OfiTransport final : public Transport {
     backlog_.push_back(std::move(message));
   }
 
-  bool sends_pending() const override { return !backlog_.empty() || free_sends_.size() < send_ops_.size(); }
+  bool sends_pending() const override {
+    return abandoned_.empty() && (!backlog_.empty() || free_sends_.size() < send_ops_.size());
+  }
 
   // Software providers copy through sockets or shared memory and pin
   // nothing; any other (verbs, efa, psm3, cxi, ...) registers with hardware.
@@ -194,7 +219,7 @@ class OfiTransport final : public Transport {
       }
     }
     uint64_t remote_address = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uintptr_t>(base) : 0;
-    return std::make_unique<OfiRegion>(mr, base, length, remote_address, fi_mr_key(mr));
+    return std::make_unique<OfiRegion>(mr, base, length, remote_address, fi_mr_key(mr), abandoned_flag_);
   }
 
   void post_read(int peer, RemoteBuffer remote, MemoryRegion& local, size_t local_offset, size_t bytes,
@@ -237,7 +262,7 @@ class OfiTransport final : public Transport {
   bool arm() override {
     if (wait_fd_ < 0 || !backlog_.empty() || !pending_reads_.empty() || !finished_jobs_.empty()) return false;
     fid* fids[] = {&cq_->fid};
-    return fi_trywait(fabric_.get(), fids, 1) == FI_SUCCESS;
+    return provider_call("fi_trywait", -1, [&] { return fi_trywait(fabric_.get(), fids, 1); }) == FI_SUCCESS;
   }
 
  private:
@@ -246,6 +271,37 @@ class OfiTransport final : public Transport {
     uint32_t sequence;
     std::vector<uint8_t> bytes;
   };
+
+  // Every data-path provider call goes through here. One stuck inside the
+  // provider (stall_escape.hpp) abandons the transport: the error now, and
+  // on every later call.
+  template <class Call>
+  ssize_t provider_call(const char* what, int peer, Call&& call) {
+    if (!abandoned_.empty()) fail_abandoned();
+    std::optional<ssize_t> result;
+    if (test_stall_after_calls_ >= 0 && provider_calls_++ == static_cast<uint64_t>(test_stall_after_calls_)) {
+      log::warn("ofi: CHORUS_TEST_OFI_STALL: ", what, " spins as if on a lock a dead process holds");
+      result = escape_.run([]() -> ssize_t {
+        for (volatile int spinning = 1; spinning != 0;) {
+        }
+        return 0;
+      });
+    } else {
+      result = escape_.run(std::forward<Call>(call));
+    }
+    if (!result) {
+      abandoned_ = concat(what, peer >= 0 ? concat(" (rank ", peer, ")") : std::string(), " did not return after ",
+                          escape_.cpu_limit().count(), " ms of CPU time inside provider ", provider_,
+                          ": a process probably died holding one of the provider's locks in shared memory");
+      abandoned_flag_->store(true);
+      fail_abandoned();
+    }
+    return *result;
+  }
+
+  [[noreturn]] void fail_abandoned() const {
+    throw Error(Status::peer_failed, concat("libfabric: ", abandoned_, "; this rank's transport is abandoned"));
+  }
 
   void check_peer(int peer) const {
     if (peer < 0 || peer >= size_ || addresses_.empty()) {
@@ -317,11 +373,13 @@ class OfiTransport final : public Transport {
   void post_receive(size_t index) {
     void* desc = static_cast<OfiRegion&>(*recv_region_).descriptor();
     for (;;) {
-      ssize_t ret = fi_recv(endpoint_.get(), &recv_slab_[index * slot_bytes()], slot_bytes(), desc, FI_ADDR_UNSPEC,
-                            &recv_ops_[index].context);
+      ssize_t ret = provider_call("fi_recv", -1, [&] {
+        return fi_recv(endpoint_.get(), &recv_slab_[index * slot_bytes()], slot_bytes(), desc, FI_ADDR_UNSPEC,
+                       &recv_ops_[index].context);
+      });
       if (ret == 0) return;
       if (ret != -FI_EAGAIN) fail_call("fi_recv (reposting an eager buffer)", ret);
-      fi_cq_read(cq_.get(), nullptr, 0);  // progress, then retry
+      provider_call("fi_cq_read", -1, [&] { return fi_cq_read(cq_.get(), nullptr, 0); });  // progress, then retry
     }
   }
 
@@ -337,7 +395,7 @@ class OfiTransport final : public Transport {
         std::memcpy(staging, &source, kSourceHeader);
         if (header_bytes) std::memcpy(staging + kSourceHeader, header, header_bytes);
         if (payload_bytes) std::memcpy(staging + kSourceHeader + header_bytes, payload, payload_bytes);
-        ssize_t ret = fi_inject(endpoint_.get(), staging, bytes, address);
+        ssize_t ret = provider_call("fi_inject", peer, [&] { return fi_inject(endpoint_.get(), staging, bytes, address); });
         if (ret == 0) return true;
         if (ret != -FI_EAGAIN) fail_call(concat("fi_inject of ", bytes, " bytes to rank ", peer), ret, peer);
         return false;
@@ -350,8 +408,10 @@ class OfiTransport final : public Transport {
     if (header_bytes) std::memcpy(slot + kSourceHeader, header, header_bytes);
     if (payload_bytes) std::memcpy(slot + kSourceHeader + header_bytes, payload, payload_bytes);
     send_ops_[index].peer = peer;
-    ssize_t ret = fi_send(endpoint_.get(), slot, bytes, static_cast<OfiRegion&>(*send_region_).descriptor(), address,
-                          &send_ops_[index].context);
+    void* desc = static_cast<OfiRegion&>(*send_region_).descriptor();
+    ssize_t ret = provider_call("fi_send", peer, [&] {
+      return fi_send(endpoint_.get(), slot, bytes, desc, address, &send_ops_[index].context);
+    });
     if (ret == -FI_EAGAIN) return false;
     if (ret != 0) fail_call(concat("fi_send of ", bytes, " bytes to rank ", peer), ret, peer);
     free_sends_.pop_back();
@@ -373,8 +433,11 @@ class OfiTransport final : public Transport {
     while (!pending_reads_.empty() && reads_in_flight_ < kMaxReadsInFlight) {
       PendingRead& read = pending_reads_.front();
       Operation* op = allocate_read_op(read.job);
-      ssize_t ret = fi_read(endpoint_.get(), read.local, read.bytes, read.desc,
-                            addresses_[static_cast<size_t>(read.job->peer)], read.remote_address, read.key, &op->context);
+      const int peer = read.job->peer;
+      ssize_t ret = provider_call("fi_read", peer, [&] {
+        return fi_read(endpoint_.get(), read.local, read.bytes, read.desc, addresses_[static_cast<size_t>(peer)],
+                       read.remote_address, read.key, &op->context);
+      });
       if (ret == -FI_EAGAIN) {
         free_read_ops_.push_back(op);
         return;  // retried from the next poll()
@@ -405,7 +468,7 @@ class OfiTransport final : public Transport {
     int events = 0;
     fi_cq_data_entry entries[kCqBatch];
     for (;;) {
-      ssize_t n = fi_cq_read(cq_.get(), entries, kCqBatch);
+      ssize_t n = provider_call("fi_cq_read", -1, [&] { return fi_cq_read(cq_.get(), entries, kCqBatch); });
       if (n == -FI_EAGAIN) return events;
       if (n == -FI_EAVAIL) {
         handle_error_entry(sink);
@@ -447,7 +510,7 @@ class OfiTransport final : public Transport {
 
   void handle_error_entry(Sink& sink) {
     fi_cq_err_entry error{};
-    ssize_t ret = fi_cq_readerr(cq_.get(), &error, 0);
+    ssize_t ret = provider_call("fi_cq_readerr", -1, [&] { return fi_cq_readerr(cq_.get(), &error, 0); });
     if (ret < 0) fail_call("fi_cq_readerr", ret);
     char provider_text[256] = {0};
     const char* detail = fi_cq_strerror(cq_.get(), error.prov_errno, error.err_data, provider_text, sizeof provider_text);
@@ -542,6 +605,12 @@ class OfiTransport final : public Transport {
   std::vector<Operation*> free_read_ops_;
   std::vector<ReadJob*> finished_jobs_;
   size_t reads_in_flight_ = 0;
+
+  StallEscape escape_;
+  std::string abandoned_;  // why the provider may not be called again; "" while usable
+  std::shared_ptr<std::atomic<bool>> abandoned_flag_ = std::make_shared<std::atomic<bool>>(false);
+  int test_stall_after_calls_;
+  uint64_t provider_calls_ = 0;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "transports/transport.hpp"
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,10 @@ struct OfiOptions {
   std::string provider;              // "" = auto: shm on one host, else tcp;ofi_rxm
   bool all_ranks_on_one_host = true;
   size_t max_eager_bytes = 16384;    // largest eager payload the engine sends
+  // CPU time a single data-path provider call may burn before it is taken
+  // as stuck and abandoned (stall_escape.hpp).
+  std::chrono::milliseconds stall_cpu_limit{std::chrono::seconds(5)};
+  int test_stall_after_calls = -1;   // CHORUS_TEST_OFI_STALL on this rank, else -1
 };
 
 std::unique_ptr<Transport> make_ofi_transport(int rank, int size, const OfiOptions& options);
