@@ -1,5 +1,7 @@
 #include "job.hpp"
 
+#include "common/shm_regions.hpp"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <poll.h>
@@ -273,6 +275,8 @@ void Job::on_rank_ended(Rank& rank, int status) {
   rank.stopped = false;
   rank.status = status;
   bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // Killed, it could not remove its shared-memory queues: do it for it.
+  if (WIFSIGNALED(status) && rank.placement.host.empty()) chorus::shm_regions::remove_stale(rank.pid);
   if (failed) fail_job(rank, describe_status(status), exit_code_of(status));
 }
 

@@ -12,6 +12,7 @@
 #include <ctime>
 #include <optional>
 #include <thread>
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -70,7 +71,7 @@ double wall_seconds() {
 }
 
 void fail_now(int rank, const std::string& how) {
-  std::printf("%.3f rank %d: failing now (%s)\n", wall_seconds(), rank, how.c_str());
+  std::printf("%.3f rank %d: failing now (%s, pid %d)\n", wall_seconds(), rank, how.c_str(), static_cast<int>(getpid()));
   std::fflush(stdout);
   if (how == "kill") std::raise(SIGKILL);
   if (how == "stop") std::raise(SIGSTOP);

@@ -87,6 +87,11 @@ for ((trial = 1; trial <= trials; ++trial)); do
   elif [ "$(echo "$latency > $slowest" | bc)" = 1 ]; then
     slowest=$latency
   fi
+  # A killed rank cannot remove its shm queues; chorusrun does (common/shm_regions.hpp).
+  victim_pid=$(sed -n 's/.*failing now ([a-z]*, pid \([0-9]*\)).*/\1/p' "$log" | head -n 1)
+  if [ -n "$victim_pid" ] && compgen -G "/dev/shm/$victim_pid:*" >/dev/null; then
+    problems+=("shared memory of rank $victim left in /dev/shm"); rm -f "/dev/shm/$victim_pid:"*
+  fi
   if pgrep -f -- "$label" >/dev/null; then
     problems+=("processes left"); leftovers=$((leftovers + 1)); pkill -9 -f -- "$label"
   fi

@@ -2,6 +2,7 @@
 #include "transports/ofi/ofi_transport.hpp"
 
 #include "common/log.hpp"
+#include "common/shm_regions.hpp"
 #include "transports/ofi/ofi_info.hpp"
 #include "transports/ofi/stall_escape.hpp"
 
@@ -12,6 +13,9 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <mutex>
+#include <string_view>
+#include <unistd.h>
 #include <vector>
 
 namespace chorus::transport {
@@ -106,7 +110,10 @@ class OfiTransport final : public Transport {
         test_stall_after_calls_(options.test_stall_after_calls) {
     provider_ = options.provider.empty() ? auto_provider(options.all_ranks_on_one_host) : options.provider;
     info_ = choose_provider(provider_, options.all_ranks_on_one_host);
+    if (std::string_view(info_->fabric_attr->prov_name) == "shm") remove_own_stale_regions();
     open_endpoint();
+    const Blob own = address();
+    own_address_text_.assign(own.begin(), std::find(own.begin(), own.end(), 0));
     create_buffers();
     log::info("ofi: provider ", info_->fabric_attr->prov_name, " domain ", info_->domain_attr->name, ", mr_mode 0x",
               std::hex, info_->domain_attr->mr_mode, std::dec, ", inject ", info_->tx_attr->inject_size,
@@ -294,6 +301,8 @@ class OfiTransport final : public Transport {
                           escape_.cpu_limit().count(), " ms of CPU time inside provider ", provider_,
                           ": a process probably died holding one of the provider's locks in shared memory");
       abandoned_flag_->store(true);
+      // The open objects keep our shm queue file; nobody will close them.
+      if (!shm_regions::remove_named(own_address_text_)) log::debug("ofi: no shm region file to remove");
       fail_abandoned();
     }
     return *result;
@@ -301,6 +310,17 @@ class OfiTransport final : public Transport {
 
   [[noreturn]] void fail_abandoned() const {
     throw Error(Status::peer_failed, concat("libfabric: ", abandoned_, "; this rank's transport is abandoned"));
+  }
+
+  // Before this process' first shm endpoint, any region named after its pid
+  // was left by a killed process that had the same pid (common/shm_regions.hpp).
+  static void remove_own_stale_regions() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      if (int removed = shm_regions::remove_stale(getpid()); removed > 0) {
+        log::info("ofi: removed ", removed, " stale shm region(s) of an earlier process with pid ", getpid());
+      }
+    });
   }
 
   void check_peer(int peer) const {
@@ -608,6 +628,7 @@ class OfiTransport final : public Transport {
 
   StallEscape escape_;
   std::string abandoned_;  // why the provider may not be called again; "" while usable
+  std::string own_address_text_;  // this endpoint's address as text (shm: "fi_shm://<region>")
   std::shared_ptr<std::atomic<bool>> abandoned_flag_ = std::make_shared<std::atomic<bool>>(false);
   int test_stall_after_calls_;
   uint64_t provider_calls_ = 0;
