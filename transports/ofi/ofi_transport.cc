@@ -85,13 +85,34 @@ struct PendingRead {
   uint64_t key;
 };
 
+// What an abandoned transport leaves open stays reachable from here for the
+// life of the process: closing it could wait on a lock a dead peer holds, a
+// provider thread may still write into its buffers, and a leak checker
+// (LeakSanitizer at exit) must neither report it nor walk its innards.
+struct Remains {
+  std::vector<void*> objects;  // fids never closed
+  std::vector<uint8_t> send_slab, recv_slab;
+};
+void keep_forever(std::unique_ptr<Remains> remains) {
+  static std::mutex mutex;
+  static auto* graveyard = new std::vector<std::unique_ptr<Remains>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  graveyard->push_back(std::move(remains));
+}
+
 class OfiRegion final : public MemoryRegion {
  public:
   OfiRegion(fid_mr* mr, void* base, size_t length, uint64_t remote_address, uint64_t key,
             std::shared_ptr<const std::atomic<bool>> abandoned)
       : MemoryRegion(base, length, remote_address, key), mr_(mr), abandoned_(std::move(abandoned)) {}
   ~OfiRegion() override {
-    if (!abandoned_->load()) fi_close(&mr_->fid);
+    if (!abandoned_->load()) {
+      fi_close(&mr_->fid);
+      return;
+    }
+    auto remains = std::make_unique<Remains>();
+    remains->objects.push_back(mr_);
+    keep_forever(std::move(remains));
   }
   void* descriptor() const { return fi_mr_desc(mr_); }
 
@@ -125,13 +146,13 @@ class OfiTransport final : public Transport {
       // A call was interrupted inside the provider, whose locks may still be
       // held: closing would hang. The process is about to report and exit.
       log::warn("ofi: leaving the libfabric objects open after: ", abandoned_);
-      send_region_.reset();  // regions see *abandoned_flag_ and skip fi_close
+      send_region_.reset();  // regions see *abandoned_flag_ and keep their MRs too
       recv_region_.reset();
-      (void)endpoint_.release();
-      (void)av_.release();
-      (void)cq_.release();
-      (void)domain_.release();
-      (void)fabric_.release();
+      auto remains = std::make_unique<Remains>();
+      remains->objects = {endpoint_.release(), av_.release(), cq_.release(), domain_.release(), fabric_.release()};
+      remains->send_slab = std::move(send_slab_);
+      remains->recv_slab = std::move(recv_slab_);
+      keep_forever(std::move(remains));
       return;
     }
     // Endpoint first (cancels posted operations), then what it was bound to.
