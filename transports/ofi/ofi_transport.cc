@@ -85,34 +85,17 @@ struct PendingRead {
   uint64_t key;
 };
 
-// What an abandoned transport leaves open stays reachable from here for the
-// life of the process: closing it could wait on a lock a dead peer holds, a
-// provider thread may still write into its buffers, and a leak checker
-// (LeakSanitizer at exit) must neither report it nor walk its innards.
-struct Remains {
-  std::vector<void*> objects;  // fids never closed
-  std::vector<uint8_t> send_slab, recv_slab;
-};
-void keep_forever(std::unique_ptr<Remains> remains) {
-  static std::mutex mutex;
-  static auto* graveyard = new std::vector<std::unique_ptr<Remains>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  graveyard->push_back(std::move(remains));
-}
-
 class OfiRegion final : public MemoryRegion {
  public:
   OfiRegion(fid_mr* mr, void* base, size_t length, uint64_t remote_address, uint64_t key,
             std::shared_ptr<const std::atomic<bool>> abandoned)
       : MemoryRegion(base, length, remote_address, key), mr_(mr), abandoned_(std::move(abandoned)) {}
   ~OfiRegion() override {
-    if (!abandoned_->load()) {
+    if (abandoned_->load()) {
+      keep_forever({mr_});
+    } else {
       fi_close(&mr_->fid);
-      return;
     }
-    auto remains = std::make_unique<Remains>();
-    remains->objects.push_back(mr_);
-    keep_forever(std::move(remains));
   }
   void* descriptor() const { return fi_mr_desc(mr_); }
 
@@ -127,14 +110,13 @@ class OfiTransport final : public Transport {
       : rank_(rank),
         size_(size),
         max_eager_(std::max<size_t>(4096, options.max_eager_bytes + 64)),
-        escape_(options.stall_cpu_limit),
-        test_stall_after_calls_(options.test_stall_after_calls) {
-    provider_ = options.provider.empty() ? auto_provider(options.all_ranks_on_one_host) : options.provider;
+        provider_(options.provider.empty() ? auto_provider(options.all_ranks_on_one_host) : options.provider),
+        guard_(provider_, options.stall_cpu_limit, options.test_stall_after_calls) {
     info_ = choose_provider(provider_, options.all_ranks_on_one_host);
     if (std::string_view(info_->fabric_attr->prov_name) == "shm") remove_own_stale_regions();
     open_endpoint();
     const Blob own = address();
-    own_address_text_.assign(own.begin(), std::find(own.begin(), own.end(), 0));
+    guard_.set_endpoint_address(std::string(own.begin(), std::find(own.begin(), own.end(), 0)));
     create_buffers();
     log::info("ofi: provider ", info_->fabric_attr->prov_name, " domain ", info_->domain_attr->name, ", mr_mode 0x",
               std::hex, info_->domain_attr->mr_mode, std::dec, ", inject ", info_->tx_attr->inject_size,
@@ -142,17 +124,14 @@ class OfiTransport final : public Transport {
   }
 
   ~OfiTransport() override {
-    if (!abandoned_.empty()) {
+    if (guard_.abandoned()) {
       // A call was interrupted inside the provider, whose locks may still be
       // held: closing would hang. The process is about to report and exit.
-      log::warn("ofi: leaving the libfabric objects open after: ", abandoned_);
-      send_region_.reset();  // regions see *abandoned_flag_ and keep their MRs too
+      log::warn("ofi: leaving the libfabric objects open after: ", guard_.why());
+      send_region_.reset();  // the regions see the guard's flag and keep their MRs too
       recv_region_.reset();
-      auto remains = std::make_unique<Remains>();
-      remains->objects = {endpoint_.release(), av_.release(), cq_.release(), domain_.release(), fabric_.release()};
-      remains->send_slab = std::move(send_slab_);
-      remains->recv_slab = std::move(recv_slab_);
-      keep_forever(std::move(remains));
+      keep_forever({endpoint_.release(), av_.release(), cq_.release(), domain_.release(), fabric_.release()},
+                   {std::move(send_slab_), std::move(recv_slab_)});
       return;
     }
     // Endpoint first (cancels posted operations), then what it was bound to.
@@ -218,7 +197,7 @@ class OfiTransport final : public Transport {
   }
 
   bool sends_pending() const override {
-    return abandoned_.empty() && (!backlog_.empty() || free_sends_.size() < send_ops_.size());
+    return !guard_.abandoned() && (!backlog_.empty() || free_sends_.size() < send_ops_.size());
   }
 
   // Software providers copy through sockets or shared memory and pin
@@ -247,7 +226,7 @@ class OfiTransport final : public Transport {
       }
     }
     uint64_t remote_address = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uintptr_t>(base) : 0;
-    return std::make_unique<OfiRegion>(mr, base, length, remote_address, fi_mr_key(mr), abandoned_flag_);
+    return std::make_unique<OfiRegion>(mr, base, length, remote_address, fi_mr_key(mr), guard_.abandoned_flag());
   }
 
   void post_read(int peer, RemoteBuffer remote, MemoryRegion& local, size_t local_offset, size_t bytes,
@@ -290,7 +269,7 @@ class OfiTransport final : public Transport {
   bool arm() override {
     if (wait_fd_ < 0 || !backlog_.empty() || !pending_reads_.empty() || !finished_jobs_.empty()) return false;
     fid* fids[] = {&cq_->fid};
-    return provider_call("fi_trywait", -1, [&] { return fi_trywait(fabric_.get(), fids, 1); }) == FI_SUCCESS;
+    return guard_.call("fi_trywait", -1, [&] { return fi_trywait(fabric_.get(), fids, 1); }) == FI_SUCCESS;
   }
 
  private:
@@ -299,39 +278,6 @@ class OfiTransport final : public Transport {
     uint32_t sequence;
     std::vector<uint8_t> bytes;
   };
-
-  // Every data-path provider call goes through here. One stuck inside the
-  // provider (stall_escape.hpp) abandons the transport: the error now, and
-  // on every later call.
-  template <class Call>
-  ssize_t provider_call(const char* what, int peer, Call&& call) {
-    if (!abandoned_.empty()) fail_abandoned();
-    std::optional<ssize_t> result;
-    if (test_stall_after_calls_ >= 0 && provider_calls_++ == static_cast<uint64_t>(test_stall_after_calls_)) {
-      log::warn("ofi: CHORUS_TEST_OFI_STALL: ", what, " spins as if on a lock a dead process holds");
-      result = escape_.run([]() -> ssize_t {
-        for (volatile int spinning = 1; spinning != 0;) {
-        }
-        return 0;
-      });
-    } else {
-      result = escape_.run(std::forward<Call>(call));
-    }
-    if (!result) {
-      abandoned_ = concat(what, peer >= 0 ? concat(" (rank ", peer, ")") : std::string(), " did not return after ",
-                          escape_.cpu_limit().count(), " ms of CPU time inside provider ", provider_,
-                          ": a process probably died holding one of the provider's locks in shared memory");
-      abandoned_flag_->store(true);
-      // The open objects keep our shm queue file; nobody will close them.
-      if (!shm_regions::remove_named(own_address_text_)) log::debug("ofi: no shm region file to remove");
-      fail_abandoned();
-    }
-    return *result;
-  }
-
-  [[noreturn]] void fail_abandoned() const {
-    throw Error(Status::peer_failed, concat("libfabric: ", abandoned_, "; this rank's transport is abandoned"));
-  }
 
   // Before this process' first shm endpoint, any region named after its pid
   // was left by a killed process that had the same pid (common/shm_regions.hpp).
@@ -414,13 +360,13 @@ class OfiTransport final : public Transport {
   void post_receive(size_t index) {
     void* desc = static_cast<OfiRegion&>(*recv_region_).descriptor();
     for (;;) {
-      ssize_t ret = provider_call("fi_recv", -1, [&] {
+      ssize_t ret = guard_.call("fi_recv", -1, [&] {
         return fi_recv(endpoint_.get(), &recv_slab_[index * slot_bytes()], slot_bytes(), desc, FI_ADDR_UNSPEC,
                        &recv_ops_[index].context);
       });
       if (ret == 0) return;
       if (ret != -FI_EAGAIN) fail_call("fi_recv (reposting an eager buffer)", ret);
-      provider_call("fi_cq_read", -1, [&] { return fi_cq_read(cq_.get(), nullptr, 0); });  // progress, then retry
+      guard_.call("fi_cq_read", -1, [&] { return fi_cq_read(cq_.get(), nullptr, 0); });  // progress, then retry
     }
   }
 
@@ -436,7 +382,7 @@ class OfiTransport final : public Transport {
         std::memcpy(staging, &source, kSourceHeader);
         if (header_bytes) std::memcpy(staging + kSourceHeader, header, header_bytes);
         if (payload_bytes) std::memcpy(staging + kSourceHeader + header_bytes, payload, payload_bytes);
-        ssize_t ret = provider_call("fi_inject", peer, [&] { return fi_inject(endpoint_.get(), staging, bytes, address); });
+        ssize_t ret = guard_.call("fi_inject", peer, [&] { return fi_inject(endpoint_.get(), staging, bytes, address); });
         if (ret == 0) return true;
         if (ret != -FI_EAGAIN) fail_call(concat("fi_inject of ", bytes, " bytes to rank ", peer), ret, peer);
         return false;
@@ -450,7 +396,7 @@ class OfiTransport final : public Transport {
     if (payload_bytes) std::memcpy(slot + kSourceHeader + header_bytes, payload, payload_bytes);
     send_ops_[index].peer = peer;
     void* desc = static_cast<OfiRegion&>(*send_region_).descriptor();
-    ssize_t ret = provider_call("fi_send", peer, [&] {
+    ssize_t ret = guard_.call("fi_send", peer, [&] {
       return fi_send(endpoint_.get(), slot, bytes, desc, address, &send_ops_[index].context);
     });
     if (ret == -FI_EAGAIN) return false;
@@ -475,7 +421,7 @@ class OfiTransport final : public Transport {
       PendingRead& read = pending_reads_.front();
       Operation* op = allocate_read_op(read.job);
       const int peer = read.job->peer;
-      ssize_t ret = provider_call("fi_read", peer, [&] {
+      ssize_t ret = guard_.call("fi_read", peer, [&] {
         return fi_read(endpoint_.get(), read.local, read.bytes, read.desc, addresses_[static_cast<size_t>(peer)],
                        read.remote_address, read.key, &op->context);
       });
@@ -509,7 +455,7 @@ class OfiTransport final : public Transport {
     int events = 0;
     fi_cq_data_entry entries[kCqBatch];
     for (;;) {
-      ssize_t n = provider_call("fi_cq_read", -1, [&] { return fi_cq_read(cq_.get(), entries, kCqBatch); });
+      ssize_t n = guard_.call("fi_cq_read", -1, [&] { return fi_cq_read(cq_.get(), entries, kCqBatch); });
       if (n == -FI_EAGAIN) return events;
       if (n == -FI_EAVAIL) {
         handle_error_entry(sink);
@@ -551,7 +497,7 @@ class OfiTransport final : public Transport {
 
   void handle_error_entry(Sink& sink) {
     fi_cq_err_entry error{};
-    ssize_t ret = provider_call("fi_cq_readerr", -1, [&] { return fi_cq_readerr(cq_.get(), &error, 0); });
+    ssize_t ret = guard_.call("fi_cq_readerr", -1, [&] { return fi_cq_readerr(cq_.get(), &error, 0); });
     if (ret < 0) fail_call("fi_cq_readerr", ret);
     char provider_text[256] = {0};
     const char* detail = fi_cq_strerror(cq_.get(), error.prov_errno, error.err_data, provider_text, sizeof provider_text);
@@ -621,6 +567,7 @@ class OfiTransport final : public Transport {
   int size_;
   size_t max_eager_;
   std::string provider_;
+  ProviderGuard guard_;  // every data-path provider call goes through it (stall_escape.hpp)
   InfoPtr info_;
   Owned<fid_fabric> fabric_;
   Owned<fid_domain> domain_;
@@ -646,13 +593,6 @@ class OfiTransport final : public Transport {
   std::vector<Operation*> free_read_ops_;
   std::vector<ReadJob*> finished_jobs_;
   size_t reads_in_flight_ = 0;
-
-  StallEscape escape_;
-  std::string abandoned_;  // why the provider may not be called again; "" while usable
-  std::string own_address_text_;  // this endpoint's address as text (shm: "fi_shm://<region>")
-  std::shared_ptr<std::atomic<bool>> abandoned_flag_ = std::make_shared<std::atomic<bool>>(false);
-  int test_stall_after_calls_;
-  uint64_t provider_calls_ = 0;
 };
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "transports/ofi/stall_escape.hpp"
 
+#include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/shm_regions.hpp"
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -16,10 +18,7 @@ namespace stall_detail {
 
 thread_local EscapePoint escape_point __attribute__((tls_model("initial-exec")));
 
-pid_t this_thread_id() {
-  thread_local pid_t id = static_cast<pid_t>(::syscall(SYS_gettid));
-  return id;
-}
+pid_t current_thread_id() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
 }  // namespace stall_detail
 
@@ -109,6 +108,39 @@ void StallEscape::watch() {
       watched = 0;
     }
   }
+}
+
+ProviderGuard::ProviderGuard(std::string provider, std::chrono::milliseconds cpu_limit, int test_stall_after_calls)
+    : provider_(std::move(provider)), escape_(cpu_limit), test_stall_after_calls_(test_stall_after_calls) {}
+
+bool ProviderGuard::test_stall_due(const char* what) {
+  if (test_stall_after_calls_ < 0 || calls_++ != static_cast<uint64_t>(test_stall_after_calls_)) return false;
+  log::warn("ofi: CHORUS_TEST_OFI_STALL: ", what, " spins as if on a lock a dead process holds");
+  return true;
+}
+
+void ProviderGuard::abandon(const char* what, int peer) {
+  why_ = concat(what, peer >= 0 ? concat(" (rank ", peer, ")") : std::string(), " did not return after ",
+                escape_.cpu_limit().count(), " ms of CPU time inside provider ", provider_,
+                ": a process probably died holding one of the provider's locks in shared memory");
+  abandoned_->store(true);
+  if (!shm_regions::remove_named(endpoint_address_)) log::debug("ofi: no shm region file to remove");
+  fail_abandoned();
+}
+
+void ProviderGuard::fail_abandoned() const {
+  throw Error(Status::peer_failed, concat("libfabric: ", why_, "; this rank's transport is abandoned"));
+}
+
+void keep_forever(std::vector<void*> objects, std::vector<std::vector<uint8_t>> buffers) {
+  struct Remains {
+    std::vector<void*> objects;
+    std::vector<std::vector<uint8_t>> buffers;
+  };
+  static std::mutex mutex;
+  static auto* graveyard = new std::vector<Remains>();
+  std::lock_guard<std::mutex> lock(mutex);
+  graveyard->push_back({std::move(objects), std::move(buffers)});
 }
 
 }  // namespace chorus::transport::ofi

@@ -21,9 +21,12 @@
 #include <csetjmp>
 #include <csignal>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace chorus::transport::ofi {
 
@@ -34,9 +37,10 @@ namespace stall_detail {
 struct EscapePoint {
   sigjmp_buf where;
   volatile sig_atomic_t armed = 0;
+  pid_t thread = 0;  // kernel thread id, filled on first use
 };
 extern thread_local EscapePoint escape_point __attribute__((tls_model("initial-exec")));
-pid_t this_thread_id();
+pid_t current_thread_id();
 }  // namespace stall_detail
 
 class StallEscape {
@@ -57,7 +61,8 @@ class StallEscape {
   std::optional<ssize_t> run(Call&& call) {
     if (!enabled_) return static_cast<ssize_t>(call());
     auto& point = stall_detail::escape_point;
-    caller_.store(stall_detail::this_thread_id(), std::memory_order_relaxed);
+    if (point.thread == 0) point.thread = stall_detail::current_thread_id();
+    caller_.store(point.thread, std::memory_order_relaxed);
     active_.store(++serial_, std::memory_order_release);
     if (sigsetjmp(point.where, 0) != 0) {
       active_.store(0, std::memory_order_release);
@@ -86,5 +91,57 @@ class StallEscape {
 
 // The signal the escape uses (documented in docs/errors.md).
 int stall_escape_signal();
+
+// A transport's provider calls under the escape. Once one is abandoned the
+// provider may not be called again: every later call throws the same error.
+class ProviderGuard {
+ public:
+  // test_stall_after_calls: CHORUS_TEST_OFI_STALL on this rank, else -1.
+  ProviderGuard(std::string provider, std::chrono::milliseconds cpu_limit, int test_stall_after_calls);
+
+  template <class Call>
+  ssize_t call(const char* what, int peer, Call&& provider_call) {
+    if (abandoned()) fail_abandoned();
+    std::optional<ssize_t> result;
+    if (test_stall_due(what)) {
+      result = escape_.run([]() -> ssize_t {
+        for (volatile int spinning = 1; spinning != 0;) {
+        }
+        return 0;
+      });
+    } else {
+      result = escape_.run(std::forward<Call>(provider_call));
+    }
+    if (!result) abandon(what, peer);
+    return *result;
+  }
+
+  bool abandoned() const { return abandoned_->load(); }
+  // Shared with the transport's memory regions, which may outlive it.
+  std::shared_ptr<const std::atomic<bool>> abandoned_flag() const { return abandoned_; }
+  const std::string& why() const { return why_; }
+  [[noreturn]] void fail_abandoned() const;
+  // The endpoint's address; shm ("fi_shm://<file>"): its queue file is
+  // unlinked when the guard abandons the provider (nobody will close it).
+  void set_endpoint_address(std::string address) { endpoint_address_ = std::move(address); }
+
+ private:
+  bool test_stall_due(const char* what);
+  [[noreturn]] void abandon(const char* what, int peer);
+
+  std::string provider_;
+  StallEscape escape_;
+  int test_stall_after_calls_;
+  uint64_t calls_ = 0;
+  std::string endpoint_address_;
+  std::string why_;  // set when abandoned
+  std::shared_ptr<std::atomic<bool>> abandoned_ = std::make_shared<std::atomic<bool>>(false);
+};
+
+// Keeps what an abandoned transport leaves open reachable for the life of the
+// process: closing it could wait on a lock a dead peer holds, a provider
+// thread may still write into its buffers, and a leak checker (LeakSanitizer
+// at exit) must neither report it nor walk its innards.
+void keep_forever(std::vector<void*> objects, std::vector<std::vector<uint8_t>> buffers = {});
 
 }  // namespace chorus::transport::ofi
