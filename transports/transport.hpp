@@ -124,6 +124,11 @@ class Transport {
   // work is already pending, in which case the caller must poll() instead of
   // blocking.
   virtual bool arm() = 0;
+
+  // The transport's state towards `peer`, for a timeout message (queue
+  // depths, connection state): what a person needs to tell a stalled peer
+  // from a stalled transport. Empty when there is nothing to add.
+  virtual std::string describe_peer(int /*peer*/) { return {}; }
 };
 
 }  // namespace chorus::transport

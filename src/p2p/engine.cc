@@ -384,9 +384,12 @@ class Engine::Impl final : public transport::Sink {
 
   [[noreturn]] void fail_timeout(const Slot& slot) {
     std::string seconds = concat(std::chrono::duration<double>(settings_.timeout).count());
+    const int peer = slot.state == Slot::State::reading ? slot.result.source : slot.peer;
+    const std::string transport_state = peer >= 0 && peer < size_ ? transport_.describe_peer(peer) : std::string();
     fail_peer(Status::timeout, slot.peer, "rank ", rank_, " timed out after ", seconds, " s (CHORUS_TIMEOUT) waiting for ",
               describe_wait(slot), " (tag 0x", std::hex, slot.tag, std::dec,
-              "); the peer may have died, stalled, or called a different collective");
+              "); the peer may have died, stalled, or called a different collective",
+              transport_state.empty() ? "" : "; transport: ", transport_state);
   }
 
   // A long wait asks the launcher whether a rank has failed (at most once per

@@ -85,6 +85,19 @@ const char* kind_text(WrKind kind) {
   return "operation with";
 }
 
+const char* qp_state_name(ibv_qp_state state) {
+  switch (state) {
+    case IBV_QPS_RESET: return "RESET";
+    case IBV_QPS_INIT: return "INIT";
+    case IBV_QPS_RTR: return "RTR";
+    case IBV_QPS_RTS: return "RTS";
+    case IBV_QPS_SQD: return "SQD";
+    case IBV_QPS_SQE: return "SQE";
+    case IBV_QPS_ERR: return "ERR";
+    default: return "UNKNOWN";
+  }
+}
+
 class VerbsRegion final : public MemoryRegion {
  public:
   VerbsRegion(ibv_mr* mr, void* base, size_t length)
@@ -334,6 +347,20 @@ class VerbsTransport final : public Transport {
     finished_jobs_.clear();
     while (!jobs_.empty() && jobs_.front().pieces_left == 0) jobs_.pop_front();
     return events;
+  }
+
+  std::string describe_peer(int p) override {
+    if (p < 0 || p >= size_ || !connected_) return {};
+    const Peer& peer = peers_[static_cast<size_t>(p)];
+    if (peer.qp == nullptr) return {};
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    const int rc = ibv_query_qp(peer.qp, &attr, IBV_QP_STATE, &init);
+    const std::string state = rc == 0 ? qp_state_name(attr.qp_state) : concat("unknown (ibv_query_qp: ", errno_string(rc), ")");
+    return concat("QP 0x", std::hex, peer.qp->qp_num, std::dec, " to rank ", p, " in state ", state, ", ",
+                  peer.reads_in_flight, " RDMA reads in flight and ", peer.reads.size(), " queued, send queue ",
+                  peer.sq_used, "/", peer.sq_capacity, ", ", peer.limit - peer.sent, " send credits, ",
+                  peer.backlog.size(), " sends waiting for credits", peer.failed ? ", connection failed" : "");
   }
 
   int wait_fd() override { return epoll_fd_; }
