@@ -31,27 +31,42 @@ constexpr size_t kAllreduceLatencyBound = 16 * 1024;  // below: recursive doubli
 constexpr size_t kAllreduceTreeBound = 256 * 1024;    // below: tree; above: ring
 constexpr size_t kBroadcastPipelineFrom = 64 * 1024;  // from here: pipelined chain
 constexpr size_t kAllgatherRingFrom = 64 * 1024;      // below: Bruck
+// Two ranks: a tree is two transfers of the whole vector in a row where
+// recursive doubling is one exchange, and a chain has nothing to overlap.
+constexpr size_t kPairAllreduceRingFrom = 128 * 1024;  // below: recursive doubling
+constexpr int kAnyRanks = 1 << 30;
 
 struct Rule {
   Collective op;
   size_t min_bytes;  // inclusive
   size_t max_bytes;  // exclusive
   int min_ranks;
+  int max_ranks;  // inclusive
   std::string_view algorithm;
 };
 
-const std::array<Rule, 10> kRules = {{
-    {Collective::allreduce, 0, kAllreduceLatencyBound, 2, "recursive_doubling"},
-    {Collective::allreduce, kAllreduceLatencyBound, kAllreduceTreeBound, 2, "tree"},
-    {Collective::allreduce, kAllreduceTreeBound, SIZE_MAX, 2, "ring"},
-    {Collective::broadcast, 0, kBroadcastPipelineFrom, 2, "binomial"},
-    {Collective::broadcast, kBroadcastPipelineFrom, SIZE_MAX, 2, "pipelined"},
-    {Collective::barrier, 0, SIZE_MAX, 2, "dissemination"},
-    {Collective::reduce, 0, SIZE_MAX, 2, "binomial"},
-    {Collective::allgather, 0, kAllgatherRingFrom, 2, "bruck"},
-    {Collective::allgather, kAllgatherRingFrom, SIZE_MAX, 2, "ring"},
-    {Collective::reduce_scatter, 0, SIZE_MAX, 2, "ring"},
+// The first rule that matches wins.
+const std::array<Rule, 13> kRules = {{
+    {Collective::allreduce, 0, kPairAllreduceRingFrom, 2, 2, "recursive_doubling"},
+    {Collective::allreduce, kPairAllreduceRingFrom, SIZE_MAX, 2, 2, "ring"},
+    {Collective::broadcast, 0, SIZE_MAX, 2, 2, "binomial"},
+    {Collective::allreduce, 0, kAllreduceLatencyBound, 2, kAnyRanks, "recursive_doubling"},
+    {Collective::allreduce, kAllreduceLatencyBound, kAllreduceTreeBound, 2, kAnyRanks, "tree"},
+    {Collective::allreduce, kAllreduceTreeBound, SIZE_MAX, 2, kAnyRanks, "ring"},
+    {Collective::broadcast, 0, kBroadcastPipelineFrom, 2, kAnyRanks, "binomial"},
+    {Collective::broadcast, kBroadcastPipelineFrom, SIZE_MAX, 2, kAnyRanks, "pipelined"},
+    {Collective::barrier, 0, SIZE_MAX, 2, kAnyRanks, "dissemination"},
+    {Collective::reduce, 0, SIZE_MAX, 2, kAnyRanks, "binomial"},
+    {Collective::allgather, 0, kAllgatherRingFrom, 2, kAnyRanks, "bruck"},
+    {Collective::allgather, kAllgatherRingFrom, SIZE_MAX, 2, kAnyRanks, "ring"},
+    {Collective::reduce_scatter, 0, SIZE_MAX, 2, kAnyRanks, "ring"},
 }};
+
+std::string rank_text(const Rule& rule) {
+  if (rule.max_ranks == kAnyRanks) return ">=" + std::to_string(rule.min_ranks);
+  if (rule.max_ranks == rule.min_ranks) return std::to_string(rule.min_ranks);
+  return std::to_string(rule.min_ranks) + ".." + std::to_string(rule.max_ranks);
+}
 
 std::string byte_text(size_t bytes) {
   if (bytes == SIZE_MAX) return "inf";
@@ -79,7 +94,8 @@ const Algorithm* find(Collective op, std::string_view name) {
 
 const Algorithm& select(Collective op, size_t bytes, int ranks) {
   for (const Rule& rule : kRules) {
-    if (rule.op == op && bytes >= rule.min_bytes && bytes < rule.max_bytes && ranks >= rule.min_ranks) {
+    if (rule.op == op && bytes >= rule.min_bytes && bytes < rule.max_bytes && ranks >= rule.min_ranks &&
+        ranks <= rule.max_ranks) {
       if (const Algorithm* algorithm = find(op, rule.algorithm)) return *algorithm;
     }
   }
@@ -96,11 +112,11 @@ std::string describe_selection_table() {
   text += line;
   for (const Rule& rule : kRules) {
     std::string range = "[" + byte_text(rule.min_bytes) + ", " + byte_text(rule.max_bytes) + ")";
-    std::snprintf(line, sizeof line, "  %-15s %-16s >=%-6d %s\n", std::string(to_string(rule.op)).c_str(),
-                  range.c_str(), rule.min_ranks, std::string(rule.algorithm).c_str());
+    std::snprintf(line, sizeof line, "  %-15s %-16s %-8s %s\n", std::string(to_string(rule.op)).c_str(),
+                  range.c_str(), rank_text(rule).c_str(), std::string(rule.algorithm).c_str());
     text += line;
   }
-  std::snprintf(line, sizeof line, "  %-15s %-16s >=%-6d %s\n", "alltoall", "[0, inf)", 2, "pairwise");
+  std::snprintf(line, sizeof line, "  %-15s %-16s %-8s %s\n", "alltoall", "[0, inf)", ">=2", "pairwise");
   text += line;
   return text;
 }
