@@ -531,8 +531,13 @@ void CommunicatorImpl::finalize() {
 void CommunicatorImpl::leave_job() {
   Session& session = *session_;
   const bootstrap::JobInfo& job = session.job;
-  // Nobody tears down its transport while a peer may still read from it.
-  session.bootstrap->barrier("chorus/finalize");
+  // Nobody tears down its transport while a peer may still read from it, and
+  // everyone keeps progressing until all have arrived: a peer may still need
+  // a retransmission from us (UD mode repairs losses in software).
+  p2p::Engine* engine = session.engine.get();
+  session.bootstrap->barrier("chorus/finalize", [engine] {
+    if (engine != nullptr) engine->progress();
+  });
   if (!job.rank0_serves) return;
   // Rank 0 hosts the store: it stays up until every rank has left it.
   auto key = [](int r) { return concat("chorus/left/", r); };

@@ -69,6 +69,19 @@ class Sink {
   virtual void on_error(uint64_t context, int peer, const Error& error) = 0;
 };
 
+// What a transport keeps in this process' memory, split by what it grows
+// with (bench/verbs-memory prints it for the RC mesh and the UD mode). Counted
+// are chorus' own allocations and what the provider library allocates on the
+// heap for its objects (QPs, address handles); not the queue rings a kernel
+// driver maps into the process, which the benchmark sees in its RSS column.
+struct MemoryUse {
+  size_t per_peer = 0;         // kept for each peer, whether or not it talks to us
+  size_t shared = 0;           // does not grow with the number of peers
+  size_t on_demand = 0;        // state made for the peers in use now (UD: the RC set)
+  size_t on_demand_bound = 0;  // the most `on_demand` can reach (0: unbounded or none)
+  std::string detail;          // what per_peer is made of, for a person
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -129,6 +142,9 @@ class Transport {
   // depths, connection state): what a person needs to tell a stalled peer
   // from a stalled transport. Empty when there is nothing to add.
   virtual std::string describe_peer(int /*peer*/) { return {}; }
+
+  // This transport's memory now (after connect()). Zero where not counted.
+  virtual MemoryUse memory_use() const { return {}; }
 };
 
 }  // namespace chorus::transport

@@ -7,6 +7,8 @@
 #include "common/config.hpp"
 #include "common/log.hpp"
 
+#include <thread>
+
 namespace chorus::bootstrap {
 
 namespace {
@@ -82,7 +84,7 @@ std::vector<Bytes> unpack(std::span<const uint8_t> packed, int size, const std::
 
 }  // namespace packed
 
-Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout) : job_(job) {
+Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout) : job_(job), timeout_(timeout) {
   validate(job_);
   std::string host = job_.store_host;
   uint16_t port = job_.store_port;
@@ -164,20 +166,43 @@ std::vector<Bytes> Bootstrap::all_gather(const std::string& prefix, const Bytes&
   return blobs;
 }
 
-void Bootstrap::barrier(const std::string& name) {
+void Bootstrap::barrier(const std::string& name, const std::function<void()>& progress) {
   // Arrival n belongs to round (n-1)/size; the last arriver of a round opens it.
   const std::string base = concat(job_.job_id, "/barrier/", name);
   const int64_t arrival = client_->add(base + "/arrived", 1);
   const int64_t round = (arrival - 1) / job_.size;
   const std::string open_key = concat(base, "/open/", round);
   if (arrival % job_.size == 0) client_->set(open_key, Bytes{1});
-  try {
-    client_->get(open_key);
-  } catch (const Error& e) {
-    if (e.status() != Status::timeout) throw;
-    int64_t arrived = client_->add(base + "/arrived", 0) - round * job_.size;
-    throw Error(Status::timeout, concat("barrier \"", name, "\": only ", arrived, " of ", job_.size,
-                                        " ranks arrived: ", e.what()));
+  auto timed_out = [&](const std::string& why) {
+    const int64_t arrived = client_->add(base + "/arrived", 0) - round * job_.size;
+    return Error(Status::timeout, concat("barrier \"", name, "\": only ", arrived, " of ", job_.size,
+                                         " ranks arrived: ", why));
+  };
+  if (!progress) {
+    try {
+      client_->get(open_key);
+    } catch (const Error& e) {
+      if (e.status() != Status::timeout) throw;
+      throw timed_out(e.what());
+    }
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout_;
+  auto next_failure_check = Clock::now() + std::chrono::seconds(1);
+  auto pause = std::chrono::microseconds(100);  // grows to 5 ms: early arrivers do not hammer the store
+  while (!client_->check(open_key)) {
+    progress();
+    const auto now = Clock::now();
+    if (now >= deadline) throw timed_out(concat("no answer within ", timeout_.count(), " ms"));
+    if (job_.launcher == "chorusrun" && now >= next_failure_check) {
+      next_failure_check = now + std::chrono::seconds(1);
+      if (std::optional<Error> failure = launcher_failure()) {
+        throw Error(failure->status(), concat("barrier \"", name, "\": ", failure->what()), failure->peer());
+      }
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
   }
 }
 

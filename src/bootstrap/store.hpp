@@ -133,10 +133,14 @@ class Bootstrap {
   // Publishes `blob` under "<prefix>/<rank>" and returns every rank's blob.
   std::vector<Bytes> all_gather(const std::string& prefix, const Bytes& blob);
   // Store-based barrier (used at setup and teardown, not on the data path).
-  void barrier(const std::string& name);
+  // With `progress`, waits by polling the store and calls `progress` in
+  // between, so a transport that repairs losses in software (UD) keeps
+  // answering peers that still need it.
+  void barrier(const std::string& name, const std::function<void()>& progress = {});
 
  private:
   JobInfo job_;
+  std::chrono::milliseconds timeout_;
   std::unique_ptr<StoreServer> server_;
   std::unique_ptr<StoreClient> client_;
   bool store_answers_ = true;

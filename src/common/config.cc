@@ -136,6 +136,10 @@ const std::vector<VariableDoc>& variables() {
        "completion queue size; setup fails if it is smaller than the work requests that can be outstanding"},
       {"CHORUS_VERBS_QP_TIMEOUT", "14", "RC local ACK timeout exponent: 4.096 us * 2^value per try (1..31)"},
       {"CHORUS_VERBS_RETRY_COUNT", "7", "RC transport retries before a send fails (0..7)"},
+      {"CHORUS_VERBS_MODE", "rc",
+       "rc: one RC QP per peer (RC mesh); ud: one UD QP and SRQ per process with software reliability, RC QPs "
+       "only for rendezvous reads (scalable mode)"},
+      {"CHORUS_UD_RC_MAX", "16", "UD mode: RC QPs kept for rendezvous reads, least recently used closed first (1..4096)"},
       {"CHORUS_TEST_VERBS_QP_ERROR", "unset",
        "test hook, PEER:N: after N eager sends every other rank moves its QP to PEER into the error state"},
       {"CHORUS_TEST_OFI_STALL", "unset",
@@ -207,6 +211,8 @@ Settings Settings::from_env() {
   v.cq_entries = static_cast<int>(env_int("CHORUS_VERBS_CQ_ENTRIES", v.cq_entries, 1, 1 << 24));
   v.qp_timeout = static_cast<int>(env_int("CHORUS_VERBS_QP_TIMEOUT", v.qp_timeout, 1, 31));
   v.retry_count = static_cast<int>(env_int("CHORUS_VERBS_RETRY_COUNT", v.retry_count, 0, 7));
+  v.mode = env_choice("CHORUS_VERBS_MODE", v.mode, {"rc", "ud"});
+  v.ud_rc_max = static_cast<int>(env_int("CHORUS_UD_RC_MAX", v.ud_rc_max, 1, 4096));
   if (auto hook = rank_and_count("CHORUS_TEST_VERBS_QP_ERROR", "PEER:N (rank and eager-send count)")) {
     std::tie(v.test_qp_error_peer, v.test_qp_error_after) = *hook;
   }

@@ -55,6 +55,8 @@ struct VerbsSettings {
   int cq_entries = 0;          // CHORUS_VERBS_CQ_ENTRIES (0 = sized from the queues)
   int qp_timeout = 14;         // CHORUS_VERBS_QP_TIMEOUT: 4.096 us * 2^value per try
   int retry_count = 7;         // CHORUS_VERBS_RETRY_COUNT
+  std::string mode = "rc";     // CHORUS_VERBS_MODE: rc (RC mesh) or ud (UD + SRQ scalable mode)
+  int ud_rc_max = 16;          // CHORUS_UD_RC_MAX: RC QPs kept for rendezvous reads in UD mode
   // Test hook CHORUS_TEST_VERBS_QP_ERROR="PEER:N": after N eager sends, move
   // the QP to PEER into the error state (fault tests; never set in production).
   int test_qp_error_peer = -1;

@@ -117,6 +117,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"CHORUS_VERBS_CQ_ENTRIES", "0", "integer from 1 to 16777216"},
                       BadValue{"CHORUS_VERBS_QP_TIMEOUT", "32", "integer from 1 to 31"},
                       BadValue{"CHORUS_VERBS_RETRY_COUNT", "8", "integer from 0 to 7"},
+                      BadValue{"CHORUS_VERBS_MODE", "dc", "one of rc, ud"},
+                      BadValue{"CHORUS_UD_RC_MAX", "0", "integer from 1 to 4096"},
                       BadValue{"CHORUS_LEAVE_PINNED", "perhaps", "one of 1, 0, true, false"},
                       BadValue{"CHORUS_CHECK_CALLS", "sometimes", "one of 1, 0, true, false"},
                       BadValue{"CHORUS_TEST_VERBS_QP_ERROR", "1", "PEER:N"},

@@ -3,13 +3,10 @@
 
 #include "common/log.hpp"
 #include "transports/verbs/verbs_async.hpp"
+#include "transports/verbs/verbs_common.hpp"
 #include "transports/verbs/verbs_device.hpp"
 #include "transports/verbs/verbs_rdmacm.hpp"
 #include "transports/verbs/verbs_resources.hpp"
-
-#include <fcntl.h>
-#include <sys/epoll.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -56,21 +53,16 @@ struct EagerHeader {
 constexpr size_t kEagerHeader = sizeof(EagerHeader);
 
 constexpr size_t kSendBuffers = 256;
-constexpr int kCqBatch = 32;
 constexpr int kMaxReadsPerQp = 16;
 constexpr uint32_t kRequestedInline = 256;
 constexpr int kSpareSendSlots = 4;  // credit writes and slack per QP
-constexpr unsigned kAckCqEventsEvery = 64;
 
-// wr_id = kind (4 bits) | peer (28 bits) | value (32 bits): a completion,
-// even an error one (only wr_id is valid then), leads back to its peer.
+// The kind in each wr_id (verbs_common.hpp).
 enum class WrKind : uint64_t { send = 1, credit_write = 2, read = 3, recv = 4 };
 uint64_t make_wr_id(WrKind kind, int peer, uint32_t value) {
-  return (static_cast<uint64_t>(kind) << 60) | (static_cast<uint64_t>(peer) << 32) | value;
+  return verbs::make_wr_id(static_cast<uint64_t>(kind), peer, value);
 }
-WrKind wr_kind(uint64_t id) { return static_cast<WrKind>(id >> 60); }
-int wr_peer(uint64_t id) { return static_cast<int>((id >> 32) & 0x0fffffff); }
-uint32_t wr_value(uint64_t id) { return static_cast<uint32_t>(id); }
+WrKind wr_kind(uint64_t id) { return static_cast<WrKind>(wr_kind_bits(id)); }
 
 // Counters wrap: a is ahead of b when the signed distance is positive.
 bool ahead(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) > 0; }
@@ -85,44 +77,6 @@ const char* kind_text(WrKind kind) {
   return "operation with";
 }
 
-const char* qp_state_name(ibv_qp_state state) {
-  switch (state) {
-    case IBV_QPS_RESET: return "RESET";
-    case IBV_QPS_INIT: return "INIT";
-    case IBV_QPS_RTR: return "RTR";
-    case IBV_QPS_RTS: return "RTS";
-    case IBV_QPS_SQD: return "SQD";
-    case IBV_QPS_SQE: return "SQE";
-    case IBV_QPS_ERR: return "ERR";
-    default: return "UNKNOWN";
-  }
-}
-
-class VerbsRegion final : public MemoryRegion {
- public:
-  VerbsRegion(ibv_mr* mr, void* base, size_t length)
-      : MemoryRegion(base, length, reinterpret_cast<uintptr_t>(base), mr->rkey), mr_(mr) {}
-  uint32_t lkey() const { return mr_->lkey; }
-
- private:
-  MrPtr mr_;
-};
-
-struct ReadJob {
-  uint64_t context;
-  int peer;
-  size_t pieces_left;
-  bool failed = false;
-};
-
-struct PendingRead {
-  ReadJob* job;
-  uint64_t local_address;
-  uint32_t lkey;
-  uint32_t bytes;
-  uint64_t remote_address;
-  uint32_t rkey;
-};
 
 // One posted send-queue work request, retired when a signalled completion
 // at or after it arrives (send queues complete in order).
@@ -172,7 +126,8 @@ class VerbsTransport final : public Transport {
       cm_ = std::make_unique<CmConnector>(port_, rank_, settings_);
       context_ = cm_->context();
     } else {
-      open_context();
+      owned_context_ = open_device(port_.device);
+      context_ = owned_context_.get();
     }
     check_rc(ibv_query_device(context_, &device_attr_), concat("ibv_query_device(", port_.device, ")"));
     pd_.reset(check_ptr(ibv_alloc_pd(context_), "ibv_alloc_pd"));
@@ -193,8 +148,8 @@ class VerbsTransport final : public Transport {
 
   ~VerbsTransport() override {
     // Order matters: stop reading async events (the thread acks what it read),
-    // then QPs (rdma_cm disconnects its own), SRQ, MRs, CQ (after acking its
-    // events), channel, PD, device.
+    // then QPs (rdma_cm disconnects its own), SRQ, MRs, CQ with its channel,
+    // PD, device.
     monitor_.reset();
     for (Peer& peer : peers_) peer.owned_qp.reset();
     if (cm_) cm_->disconnect_all();
@@ -203,15 +158,27 @@ class VerbsTransport final : public Transport {
     recv_mr_.reset();
     mailbox_mr_.reset();
     credit_source_mr_.reset();
-    armed_ = true;
-    drain_channel();  // events read are acked below; unread ones do not hold the CQ
-    if (unacked_cq_events_ != 0) ibv_ack_cq_events(cq_.get(), unacked_cq_events_);
     cq_.reset();
-    channel_.reset();
     pd_.reset();
-    if (epoll_fd_ >= 0) close(epoll_fd_);
     cm_.reset();  // its listener holds rdma_cm's device context
     owned_context_.reset();
+  }
+
+  // One QP, its receive buffers (per QP, or its share of the SRQ) and its
+  // flow-control words per rank (ourselves included: reads from our own
+  // memory use a QP to ourselves); the send bounce buffers are shared.
+  MemoryUse memory_use() const override {
+    const size_t receive_bytes = settings_.srq ? static_cast<size_t>(srq_buffers_) * slot_bytes() / static_cast<size_t>(size_)
+                                                : static_cast<size_t>(credits_) * slot_bytes();
+    const size_t qp_heap = qps_measured_ == 0 ? 0 : qp_heap_bytes_ / static_cast<size_t>(qps_measured_);
+    const size_t words = 3 * sizeof(uint32_t);  // mailbox, credit staging, the peer's QP number
+    MemoryUse use;
+    use.per_peer = sizeof(Peer) + receive_bytes + qp_heap + words;
+    use.shared = sizeof(*this) + send_slab_.size();
+    use.detail = concat("receive buffers ", receive_bytes, " B (", settings_.srq ? "SRQ share" : "per QP: ",
+                        settings_.srq ? "" : concat(credits_, " x ", slot_bytes(), " B"), "), RC QP ", qp_heap,
+                        " B of provider heap, peer state ", sizeof(Peer) + words, " B");
+    return use;
   }
 
   std::string name() const override {
@@ -279,7 +246,7 @@ class VerbsTransport final : public Transport {
     }
     for (int p = 0; p < size_; ++p) qp_to_peer_[peers_[static_cast<size_t>(p)].qp->qp_num] = p;
     monitor_ = std::make_unique<AsyncEventMonitor>(context_, [this](uint32_t qpn) { return peer_of_qp(qpn); });
-    watch(monitor_->event_fd(), "async failure eventfd");
+    cq_->watch(monitor_->event_fd(), "async failure eventfd");
     connected_ = true;
   }
 
@@ -315,21 +282,10 @@ class VerbsTransport final : public Transport {
   void post_read(int peer_rank, RemoteBuffer remote, MemoryRegion& local, size_t local_offset, size_t bytes,
                  uint64_t context) override {
     Peer& peer = usable_peer(peer_rank);
-    if (local_offset + bytes > local.length()) {
-      fail(Status::internal, "verbs: read of ", bytes, " bytes at offset ", local_offset, " overruns a ",
-           local.length(), "-byte region");
-    }
-    // One work request moves at most the port's max message size (and 1 GiB here).
-    const size_t piece = std::clamp<size_t>(port_.attr.max_msg_sz, 4096, size_t{1} << 30);
-    const size_t pieces = bytes == 0 ? 0 : 1 + (bytes - 1) / piece;
-    ReadJob& job = jobs_.emplace_back(ReadJob{context, peer_rank, pieces, false});
-    const uint64_t base = reinterpret_cast<uintptr_t>(local.base()) + local_offset;
-    const uint32_t lkey = static_cast<VerbsRegion&>(local).lkey();
-    for (size_t done = 0; done < bytes; done += piece) {
-      const size_t n = std::min(piece, bytes - done);
-      peer.reads.push_back(PendingRead{&job, base + done, lkey, static_cast<uint32_t>(n), remote.address + done,
-                                       static_cast<uint32_t>(remote.key)});
-    }
+    ReadJob& job = jobs_.emplace_back(ReadJob{context});
+    const std::vector<PendingRead> pieces =
+        read_pieces(job, port_.attr.max_msg_sz, remote, local, local_offset, bytes, "verbs");
+    peer.reads.insert(peer.reads.end(), pieces.begin(), pieces.end());
     if (bytes == 0) finished_jobs_.push_back(&job);
     start_reads(peer_rank);
     if (!peer.reads.empty()) mark_for_service(peer_rank);
@@ -337,8 +293,7 @@ class VerbsTransport final : public Transport {
 
   int poll(Sink& sink) override {
     int events = report_async_failures(sink);
-    drain_channel();
-    events += drain_cq(sink);
+    events += cq_->drain([&](const ibv_wc& wc) { complete(sink, wc); });
     events += service_peers();
     for (ReadJob* job : finished_jobs_) {
       if (!job->failed) sink.on_read_done(job->context);
@@ -353,47 +308,22 @@ class VerbsTransport final : public Transport {
     if (p < 0 || p >= size_ || !connected_) return {};
     const Peer& peer = peers_[static_cast<size_t>(p)];
     if (peer.qp == nullptr) return {};
-    ibv_qp_attr attr{};
-    ibv_qp_init_attr init{};
-    const int rc = ibv_query_qp(peer.qp, &attr, IBV_QP_STATE, &init);
-    const std::string state = rc == 0 ? qp_state_name(attr.qp_state) : concat("unknown (ibv_query_qp: ", errno_string(rc), ")");
-    return concat("QP 0x", std::hex, peer.qp->qp_num, std::dec, " to rank ", p, " in state ", state, ", ",
+    return concat("QP 0x", std::hex, peer.qp->qp_num, std::dec, " to rank ", p, " in state ", query_qp_state(peer.qp), ", ",
                   peer.reads_in_flight, " RDMA reads in flight and ", peer.reads.size(), " queued, send queue ",
                   peer.sq_used, "/", peer.sq_capacity, ", ", peer.limit - peer.sent, " send credits, ",
                   peer.backlog.size(), " sends waiting for credits", peer.failed ? ", connection failed" : "");
   }
 
-  int wait_fd() override { return epoll_fd_; }
+  int wait_fd() override { return cq_->epoll_fd(); }
 
   bool arm() override {
-    if (!service_list_.empty() || !finished_jobs_.empty() || !stash_.empty()) return false;
+    if (!service_list_.empty() || !finished_jobs_.empty()) return false;
     if (monitor_ && monitor_->pending()) return false;
-    check_rc(ibv_req_notify_cq(cq_.get(), 0), "ibv_req_notify_cq");
-    armed_ = true;
-    // A completion that landed before the request would not raise an event.
-    ibv_wc found[kCqBatch];
-    int n = ibv_poll_cq(cq_.get(), kCqBatch, found);
-    if (n < 0) fail(Status::transport, "verbs: ibv_poll_cq failed (", n, ")");
-    if (n == 0) return true;
-    stash_.assign(found, found + n);
-    return false;
+    return cq_->arm();
   }
 
  private:
   // --- setup -------------------------------------------------------------------
-
-  void open_context() {
-    int count = 0;
-    DeviceListPtr list(ibv_get_device_list(&count));
-    for (int i = 0; list && i < count; ++i) {
-      if (port_.device == ibv_get_device_name(list.get()[i])) {
-        owned_context_.reset(check_ptr(ibv_open_device(list.get()[i]), concat("ibv_open_device(", port_.device, ")")));
-        context_ = owned_context_.get();
-        return;
-      }
-    }
-    fail(Status::transport, "verbs: device ", port_.device, " disappeared while opening it");
-  }
 
   // Receive buffers and credits. Per-QP mode: every peer gets recv_depth
   // receives on its own QP. SRQ mode: one pool shared by all peers, smaller
@@ -436,32 +366,12 @@ class VerbsTransport final : public Transport {
   }
 
   void create_completion_queue() {
-    channel_.reset(check_ptr(ibv_create_comp_channel(context_), "ibv_create_comp_channel"));
-    int flags = fcntl(channel_->fd, F_GETFL);
-    if (flags < 0 || fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-      fail_errno("fcntl(O_NONBLOCK) on the completion channel", errno);
-    }
-    // A device may have fewer vectors than the planner assumed (another NIC chosen since).
-    completion_vector_ = context_->num_comp_vectors > 0 ? completion_vector_ % context_->num_comp_vectors : 0;
-    cq_.reset(check_ptr(ibv_create_cq(context_, cq_entries_, nullptr, channel_.get(), completion_vector_),
-                        concat("ibv_create_cq(", cq_entries_, " entries, completion vector ", completion_vector_, ")")));
-    // One fd for the engine to block on: completions and async failures.
-    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-    if (epoll_fd_ < 0) fail_errno("epoll_create1", errno);
-    watch(channel_->fd, "completion channel");
-  }
-
-  void watch(int fd, const char* what) {
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.fd = fd;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) fail_errno(concat("epoll_ctl(ADD ", what, ")"), errno);
+    cq_ = std::make_unique<CompletionQueue>(context_, cq_entries_, completion_vector_);
+    completion_vector_ = cq_->vector();
   }
 
   ibv_mr* register_range(void* base, size_t length, int access) {
-    // A zero-length registration is refused by some providers; one byte is harmless.
-    return check_ptr(ibv_reg_mr(pd_.get(), base, std::max<size_t>(length, 1), access),
-                     concat("ibv_reg_mr of ", length, " bytes"));
+    return verbs::register_range(pd_.get(), base, length, access);
   }
 
   size_t slot_bytes() const { return kEagerHeader + max_eager_; }
@@ -491,8 +401,8 @@ class VerbsTransport final : public Transport {
 
   ibv_qp_init_attr qp_init_attr(int /*peer*/) {
     ibv_qp_init_attr attr{};
-    attr.send_cq = cq_.get();
-    attr.recv_cq = cq_.get();
+    attr.send_cq = cq_->get();
+    attr.recv_cq = cq_->get();
     attr.srq = srq_.get();
     attr.qp_type = IBV_QPT_RC;
     attr.sq_sig_all = 0;  // selective signalling
@@ -509,13 +419,16 @@ class VerbsTransport final : public Transport {
     for (;;) {
       ibv_qp_init_attr attr = qp_init_attr(p);
       errno = 0;
+      const size_t heap_before = heap_bytes_in_use();
       ibv_qp* qp = ibv_create_qp(pd_.get(), &attr);
       if (qp != nullptr) {
+        qp_heap_bytes_ += heap_bytes_in_use() - std::min(heap_before, heap_bytes_in_use());
+        ++qps_measured_;
         max_inline_ = attr.cap.max_inline_data;
         Peer& peer = peers_[static_cast<size_t>(p)];
         peer.owned_qp.reset(qp);
         peer.qp = qp;
-        to_init(p);  // receives can only be posted from INIT on
+        rc_to_init(qp, port_, p);  // receives can only be posted from INIT on
         attach_qp(p, qp);
         return;
       }
@@ -540,54 +453,22 @@ class VerbsTransport final : public Transport {
     }
   }
 
-  void to_init(int p) {
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = 0;
-    attr.port_num = static_cast<uint8_t>(port_.port);
-    attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-    check_rc(ibv_modify_qp(peers_[static_cast<size_t>(p)].qp, &attr,
-                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-             concat("ibv_modify_qp(INIT) of the QP to rank ", p), p);
-  }
-
   // RTR then RTS with the peer's QP number, PSN, LID/GID and the common MTU.
   void bring_up(int p, const WireAddress& remote) {
-    Peer& peer = peers_[static_cast<size_t>(p)];
-    const uint32_t remote_qpn = remote_qpns_[static_cast<size_t>(p)];
-    ibv_qp_attr rtr{};
-    rtr.qp_state = IBV_QPS_RTR;
-    rtr.path_mtu = std::min(port_.attr.active_mtu, static_cast<ibv_mtu>(remote.active_mtu));
-    rtr.dest_qp_num = remote_qpn;
-    rtr.rq_psn = remote.psn;
-    rtr.max_dest_rd_atomic = static_cast<uint8_t>(std::min(device_attr_.max_qp_rd_atom, kMaxReadsPerQp));
-    rtr.min_rnr_timer = 12;  // 0.64 ms; credits mean RNR should never happen
-    rtr.ah_attr.port_num = static_cast<uint8_t>(port_.port);
-    if (remote.roce || port_.roce) {
-      rtr.ah_attr.is_global = 1;
-      std::memcpy(rtr.ah_attr.grh.dgid.raw, remote.gid, 16);
-      rtr.ah_attr.grh.sgid_index = static_cast<uint8_t>(port_.gid_index);
-      rtr.ah_attr.grh.hop_limit = 64;
-    } else {
-      rtr.ah_attr.dlid = remote.lid;
-    }
-    check_rc(ibv_modify_qp(peer.qp, &rtr,
-                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-             concat("ibv_modify_qp(RTR) of the QP to rank ", p, " (remote QP 0x", std::hex, remote_qpn, std::dec,
-                    ", GID ", gid_to_string(to_array(remote.gid)), ")"),
-             p);
-    ibv_qp_attr rts{};
-    rts.qp_state = IBV_QPS_RTS;
-    rts.sq_psn = psn_;
-    rts.timeout = static_cast<uint8_t>(settings_.qp_timeout);
-    rts.retry_cnt = static_cast<uint8_t>(settings_.retry_count);
-    rts.rnr_retry = 7;  // never reached with credits; 7 keeps a slow repost from failing a job
-    rts.max_rd_atomic = static_cast<uint8_t>(peer.max_reads);
-    check_rc(ibv_modify_qp(peer.qp, &rts,
-                           IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                               IBV_QP_MAX_QP_RD_ATOMIC),
-             concat("ibv_modify_qp(RTS) of the QP to rank ", p), p);
+    RcRemote path;
+    path.qpn = remote_qpns_[static_cast<size_t>(p)];
+    path.psn = remote.psn;
+    path.mtu = static_cast<ibv_mtu>(remote.active_mtu);
+    path.lid = remote.lid;
+    path.gid = to_array(remote.gid);
+    path.max_reads_served = remote.responder_resources;
+    RcLimits limits;
+    limits.sq_psn = psn_;
+    limits.qp_timeout = settings_.qp_timeout;
+    limits.retry_count = settings_.retry_count;
+    limits.max_reads_served = std::min(device_attr_.max_qp_rd_atom, kMaxReadsPerQp);
+    limits.max_reads_issued = peers_[static_cast<size_t>(p)].max_reads;
+    rc_to_rts(peers_[static_cast<size_t>(p)].qp, port_, path, limits, p);
   }
 
   static std::array<uint8_t, 16> to_array(const uint8_t* gid) {
@@ -763,14 +644,8 @@ class VerbsTransport final : public Transport {
     Peer& peer = peers_[static_cast<size_t>(p)];
     while (!peer.reads.empty() && peer.reads_in_flight < peer.max_reads && peer.sq_used < peer.sq_capacity) {
       PendingRead& read = peer.reads.front();
-      ibv_sge sge{read.local_address, read.bytes, read.lkey};
-      ibv_send_wr wr{};
-      wr.sg_list = &sge;
-      wr.num_sge = 1;
-      wr.opcode = IBV_WR_RDMA_READ;
-      wr.send_flags = IBV_SEND_SIGNALED;  // each piece completes a job
-      wr.wr.rdma.remote_addr = read.remote_address;
-      wr.wr.rdma.rkey = read.rkey;
+      ibv_sge sge{};
+      ibv_send_wr wr = read_work_request(read, sge);
       peer.unsignaled = 0;
       const uint32_t sequence = push_sq_entry(peer, -1);
       const uint32_t op = allocate_read_op(read.job);
@@ -861,39 +736,6 @@ class VerbsTransport final : public Transport {
     } else {
       check_rc(ibv_post_recv(peers_[static_cast<size_t>(p)].qp, &wr, &bad),
                concat("ibv_post_recv (eager buffer for rank ", p, ")"), p);
-    }
-  }
-
-  void drain_channel() {
-    // Only after arming can events be there: spinning polls skip the syscall.
-    if (!armed_) return;
-    armed_ = false;
-    ibv_cq* cq = nullptr;
-    void* context = nullptr;
-    while (ibv_get_cq_event(channel_.get(), &cq, &context) == 0) {
-      // Acking takes a lock: batch it (all must be acked before the CQ is destroyed).
-      if (++unacked_cq_events_ >= kAckCqEventsEvery) {
-        ibv_ack_cq_events(cq_.get(), unacked_cq_events_);
-        unacked_cq_events_ = 0;
-      }
-    }
-  }
-
-  int drain_cq(Sink& sink) {
-    int events = 0;
-    if (!stash_.empty()) {
-      std::vector<ibv_wc> stashed;
-      stashed.swap(stash_);
-      for (const ibv_wc& wc : stashed) complete(sink, wc);
-      events += static_cast<int>(stashed.size());
-    }
-    ibv_wc batch[kCqBatch];
-    for (;;) {
-      int n = ibv_poll_cq(cq_.get(), kCqBatch, batch);
-      if (n < 0) fail(Status::transport, "verbs: ibv_poll_cq failed (", n, ")");
-      for (int i = 0; i < n; ++i) complete(sink, batch[i]);
-      events += n;
-      if (n < kCqBatch) return events;
     }
   }
 
@@ -1030,13 +872,8 @@ class VerbsTransport final : public Transport {
   ContextPtr owned_context_;
   ibv_device_attr device_attr_{};
   PdPtr pd_;
-  ChannelPtr channel_;
-  CqPtr cq_;
+  std::unique_ptr<CompletionQueue> cq_;
   SrqPtr srq_;
-  int epoll_fd_ = -1;
-  unsigned unacked_cq_events_ = 0;
-  bool armed_ = false;  // notifications requested since the channel was last drained
-  std::vector<ibv_wc> stash_;  // completions found while arming
 
   uint32_t credits_ = 0;
   uint32_t srq_buffers_ = 0;
@@ -1057,6 +894,8 @@ class VerbsTransport final : public Transport {
 
   std::vector<Peer> peers_;
   std::vector<uint32_t> remote_qpns_;
+  size_t qp_heap_bytes_ = 0;  // provider heap taken by the QPs we created (memory_use)
+  int qps_measured_ = 0;
   std::unordered_map<uint32_t, int> qp_to_peer_;
   std::deque<int> service_list_;
 
@@ -1074,6 +913,7 @@ class VerbsTransport final : public Transport {
 }  // namespace
 
 std::unique_ptr<Transport> make_verbs_transport(int rank, int size, const VerbsOptions& options) {
+  if (options.settings.mode == "ud") return make_ud_transport(rank, size, options);
   return std::make_unique<VerbsTransport>(rank, size, options);
 }
 

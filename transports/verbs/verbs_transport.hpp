@@ -20,6 +20,8 @@ struct VerbsOptions {
   int completion_vector = 0;  // placement's choice (docs/placement.md), taken modulo the device's count
 };
 
+// The RC mesh, or the UD scalable mode when settings.mode is "ud" (ud_transport.cc).
 std::unique_ptr<Transport> make_verbs_transport(int rank, int size, const VerbsOptions& options);
+std::unique_ptr<Transport> make_ud_transport(int rank, int size, const VerbsOptions& options);
 
 }  // namespace chorus::transport

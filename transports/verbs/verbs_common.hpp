@@ -1,0 +1,162 @@
+// What the RC mesh and the UD mode share: opening the device, the completion
+// queue with its channel and epoll fd, RC queue pairs' state machine, and
+// registrations. Each ibv_* call is checked and named (verbs_resources.hpp).
+#pragma once
+
+#include "transports/transport.hpp"
+#include "transports/verbs/verbs_device.hpp"
+#include "transports/verbs/verbs_resources.hpp"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace chorus::transport::verbs {
+
+using AhPtr = std::unique_ptr<ibv_ah, Destroyer<ibv_destroy_ah>>;
+
+ContextPtr open_device(const std::string& name);
+
+// A zero-length registration is refused by some providers; one byte is harmless.
+ibv_mr* register_range(ibv_pd* pd, void* base, size_t length, int access);
+
+// Bytes the C heap has handed out in this process now (mallinfo2): taken
+// around the creation of provider objects (QPs, address handles) to count
+// what the provider library allocates for them (MemoryUse). Other threads'
+// allocations in between would be counted too; creation runs at setup,
+// where there are none on the data path.
+size_t heap_bytes_in_use();
+
+const char* qp_state_name(ibv_qp_state state);
+// "RTS", or "unknown (ibv_query_qp: ...)": for timeout messages.
+std::string query_qp_state(ibv_qp* qp);
+
+// wr_id = kind (4 bits) | peer (28 bits) | value (32 bits): a completion,
+// even an error one (only wr_id is valid then), leads back to its peer.
+inline uint64_t make_wr_id(uint64_t kind, int peer, uint32_t value) {
+  return (kind << 60) | (static_cast<uint64_t>(peer) << 32) | value;
+}
+inline uint64_t wr_kind_bits(uint64_t id) { return id >> 60; }
+inline int wr_peer(uint64_t id) { return static_cast<int>((id >> 32) & 0x0fffffff); }
+inline uint32_t wr_value(uint64_t id) { return static_cast<uint32_t>(id); }
+
+// One CQ, its completion channel, and the epoll fd the engine blocks on (the
+// channel and whatever else the transport watches).
+class CompletionQueue {
+ public:
+  CompletionQueue(ibv_context* context, int entries, int completion_vector);
+  // Destroy every QP and SRQ that uses the CQ first.
+  ~CompletionQueue();
+  CompletionQueue(const CompletionQueue&) = delete;
+  CompletionQueue& operator=(const CompletionQueue&) = delete;
+
+  ibv_cq* get() const { return cq_.get(); }
+  int entries() const { return entries_; }
+  int vector() const { return vector_; }
+  int epoll_fd() const { return epoll_fd_; }
+  void watch(int fd, const char* what);
+
+  // Hands every completion (those found while arming first) to `handle`;
+  // returns how many there were.
+  template <class Handle>
+  int drain(Handle&& handle) {
+    take_events();
+    int count = 0;
+    if (!stash_.empty()) {
+      std::vector<ibv_wc> stashed;
+      stashed.swap(stash_);
+      for (const ibv_wc& wc : stashed) handle(wc);
+      count += static_cast<int>(stashed.size());
+    }
+    ibv_wc batch[kBatch];
+    for (;;) {
+      const int n = poll_batch(batch);
+      for (int i = 0; i < n; ++i) handle(batch[i]);
+      count += n;
+      if (n < kBatch) return count;
+    }
+  }
+
+  // Requests a notification for the next completion. False when completions
+  // arrived before the request (they are kept for drain()): poll, don't block.
+  bool arm();
+  bool has_stashed() const { return !stash_.empty(); }
+
+ private:
+  static constexpr int kBatch = 32;
+  int poll_batch(ibv_wc* batch);
+  void take_events();
+
+  ChannelPtr channel_;
+  CqPtr cq_;
+  int entries_;
+  int vector_;
+  int epoll_fd_ = -1;
+  unsigned unacked_events_ = 0;
+  bool armed_ = false;         // notification requested since the channel was last read
+  std::vector<ibv_wc> stash_;  // completions found while arming
+};
+
+// A registration for the transports: local work requests need its lkey.
+class VerbsRegion final : public MemoryRegion {
+ public:
+  VerbsRegion(ibv_mr* mr, void* base, size_t length)
+      : MemoryRegion(base, length, reinterpret_cast<uintptr_t>(base), mr->rkey), mr_(mr) {}
+  uint32_t lkey() const { return mr_->lkey; }
+
+ private:
+  MrPtr mr_;
+};
+
+// One post_read(): done when its last piece completes.
+struct ReadJob {
+  uint64_t context;
+  size_t pieces_left = 0;
+  bool failed = false;
+};
+
+// One RDMA READ work request of a job.
+struct PendingRead {
+  ReadJob* job;
+  uint64_t local_address;
+  uint32_t lkey;
+  uint32_t bytes;
+  uint64_t remote_address;
+  uint32_t rkey;
+};
+
+// Cuts a read of `bytes` from `remote` into `local` at `local_offset` into
+// work requests of at most the port's largest message (and 1 GiB), and sets
+// job.pieces_left. Fails, naming `transport`, when the read would overrun `local`.
+std::vector<PendingRead> read_pieces(ReadJob& job, uint32_t max_message_bytes, RemoteBuffer remote, MemoryRegion& local,
+                                     size_t local_offset, size_t bytes, const char* transport);
+
+// The signalled RDMA READ work request for `read`, gathering into `sge`; the
+// caller sets wr_id.
+ibv_send_wr read_work_request(const PendingRead& read, ibv_sge& sge);
+
+// Where an RC QP connects to.
+struct RcRemote {
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  ibv_mtu mtu = IBV_MTU_1024;   // the peer's active MTU
+  uint16_t lid = 0;
+  std::array<uint8_t, 16> gid{};
+  int max_reads_served = 1;     // RDMA READs the peer serves at once on this QP
+};
+
+struct RcLimits {
+  uint32_t sq_psn = 0;
+  int qp_timeout = 14;          // CHORUS_VERBS_QP_TIMEOUT
+  int retry_count = 7;          // CHORUS_VERBS_RETRY_COUNT
+  int max_reads_served = 1;     // READs this side serves at once (max_dest_rd_atomic)
+  int max_reads_issued = 1;     // READs this side issues at once (max_rd_atomic)
+};
+
+// RESET -> INIT with local write and remote read/write access.
+void rc_to_init(ibv_qp* qp, const PortChoice& port, int peer);
+// INIT -> RTR -> RTS towards `remote`, at the smaller of both MTUs.
+void rc_to_rts(ibv_qp* qp, const PortChoice& port, const RcRemote& remote, const RcLimits& limits, int peer);
+
+}  // namespace chorus::transport::verbs
