@@ -165,7 +165,18 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_environment() {
     }
   }
   session.bootstrap = std::make_unique<bootstrap::Bootstrap>(session.job, session.settings.timeout);
-  comm->connect();
+  try {
+    comm->connect();
+  } catch (const Error& e) {
+    // A rank that could not join reports at once: it does not wait in the
+    // finalize barrier for ranks that are still waiting for it (chorusrun,
+    // or the others' timeouts, stops them).
+    comm->sticky_error_ = e;
+    throw;
+  } catch (const std::exception& e) {
+    comm->sticky_error_ = Error(Status::internal, e.what());
+    throw;
+  }
   return comm;
 }
 
