@@ -250,11 +250,11 @@ class UdTransport final : public Transport, private ud::Link {
   void post_read(int peer, RemoteBuffer remote, MemoryRegion& local, size_t local_offset, size_t bytes,
                  uint64_t context) override {
     check_usable(peer);
-    ReadJob& job = jobs_.emplace_back(ReadJob{context});
+    ReadJob& job = reads_.start(context);
     const std::vector<PendingRead> pieces =
         read_pieces(job, port_.attr.max_msg_sz, remote, local, local_offset, bytes, "verbs UD");
     if (bytes == 0) {
-      finished_jobs_.push_back(&job);
+      reads_.finish(&job);
       return;
     }
     links_->enqueue(peer, pieces);
@@ -268,16 +268,10 @@ class UdTransport final : public Transport, private ud::Link {
     if (links_) {
       links_->service();
       std::vector<ReadJob*>& finished = links_->finished();
-      finished_jobs_.insert(finished_jobs_.end(), finished.begin(), finished.end());
+      for (ReadJob* job : finished) reads_.finish(job);
       finished.clear();
     }
-    for (ReadJob* job : finished_jobs_) {
-      if (!job->failed) sink.on_read_done(job->context);
-      ++events;
-    }
-    finished_jobs_.clear();
-    while (!jobs_.empty() && jobs_.front().pieces_left == 0) jobs_.pop_front();
-    return events;
+    return events + reads_.deliver(sink);
   }
 
   std::string describe_peer(int p) override {
@@ -288,7 +282,7 @@ class UdTransport final : public Transport, private ud::Link {
   int wait_fd() override { return cq_->epoll_fd(); }
 
   bool arm() override {
-    if (!finished_jobs_.empty() || (links_ && (links_->needs_service() || !links_->finished().empty()))) return false;
+    if (reads_.any_finished() || (links_ && (links_->needs_service() || !links_->finished().empty()))) return false;
     if (monitor_ && monitor_->pending()) return false;
     const uint64_t deadline = reliability_ ? reliability_->next_deadline_ns() : std::numeric_limits<uint64_t>::max();
     if (deadline != std::numeric_limits<uint64_t>::max()) {
@@ -594,8 +588,7 @@ class UdTransport final : public Transport, private ud::Link {
   int max_reads_ = 1;
   int read_budget_ = 0;             // RDMA READs in flight over all links (sizes the CQ)
 
-  std::deque<ReadJob> jobs_;  // deque: pointers stay valid
-  std::vector<ReadJob*> finished_jobs_;  // zero-byte reads, finished at once
+  ReadJobs reads_;
   std::unordered_set<int> failed_;
   std::unique_ptr<AsyncEventMonitor> monitor_;
   std::optional<Error> fatal_;

@@ -41,6 +41,16 @@ std::vector<PendingRead> read_pieces(ReadJob& job, uint32_t max_message_bytes, R
   return pieces;
 }
 
+int ReadJobs::deliver(Sink& sink) {
+  const int ended = static_cast<int>(finished_.size());
+  for (ReadJob* job : finished_) {
+    if (!job->failed) sink.on_read_done(job->context);
+  }
+  finished_.clear();
+  while (!jobs_.empty() && jobs_.front().pieces_left == 0) jobs_.pop_front();
+  return ended;
+}
+
 ibv_send_wr read_work_request(const PendingRead& read, ibv_sge& sge) {
   sge = ibv_sge{read.local_address, read.bytes, read.lkey};
   ibv_send_wr wr{};

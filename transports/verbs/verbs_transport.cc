@@ -282,11 +282,11 @@ class VerbsTransport final : public Transport {
   void post_read(int peer_rank, RemoteBuffer remote, MemoryRegion& local, size_t local_offset, size_t bytes,
                  uint64_t context) override {
     Peer& peer = usable_peer(peer_rank);
-    ReadJob& job = jobs_.emplace_back(ReadJob{context});
+    ReadJob& job = reads_.start(context);
     const std::vector<PendingRead> pieces =
         read_pieces(job, port_.attr.max_msg_sz, remote, local, local_offset, bytes, "verbs");
     peer.reads.insert(peer.reads.end(), pieces.begin(), pieces.end());
-    if (bytes == 0) finished_jobs_.push_back(&job);
+    if (bytes == 0) reads_.finish(&job);
     start_reads(peer_rank);
     if (!peer.reads.empty()) mark_for_service(peer_rank);
   }
@@ -295,13 +295,7 @@ class VerbsTransport final : public Transport {
     int events = report_async_failures(sink);
     events += cq_->drain([&](const ibv_wc& wc) { complete(sink, wc); });
     events += service_peers();
-    for (ReadJob* job : finished_jobs_) {
-      if (!job->failed) sink.on_read_done(job->context);
-      ++events;
-    }
-    finished_jobs_.clear();
-    while (!jobs_.empty() && jobs_.front().pieces_left == 0) jobs_.pop_front();
-    return events;
+    return events + reads_.deliver(sink);
   }
 
   std::string describe_peer(int p) override {
@@ -317,7 +311,7 @@ class VerbsTransport final : public Transport {
   int wait_fd() override { return cq_->epoll_fd(); }
 
   bool arm() override {
-    if (!service_list_.empty() || !finished_jobs_.empty()) return false;
+    if (!service_list_.empty() || reads_.any_finished()) return false;
     if (monitor_ && monitor_->pending()) return false;
     return cq_->arm();
   }
@@ -703,7 +697,7 @@ class VerbsTransport final : public Transport {
         peer.backlog.clear();
         for (PendingRead& read : peer.reads) {
           read.job->failed = true;
-          if (--read.job->pieces_left == 0) finished_jobs_.push_back(read.job);
+          if (--read.job->pieces_left == 0) reads_.finish(read.job);
         }
         peer.reads.clear();
         continue;
@@ -776,7 +770,7 @@ class VerbsTransport final : public Transport {
     --peer.reads_in_flight;
     ReadJob* job = read_ops_[op_index].job;
     free_read_ops_.push_back(op_index);
-    if (--job->pieces_left == 0) finished_jobs_.push_back(job);
+    if (--job->pieces_left == 0) reads_.finish(job);
     if (!peer.reads.empty()) mark_for_service(p);
   }
 
@@ -899,10 +893,9 @@ class VerbsTransport final : public Transport {
   std::unordered_map<uint32_t, int> qp_to_peer_;
   std::deque<int> service_list_;
 
-  std::deque<ReadJob> jobs_;  // deque: pointers stay valid
+  ReadJobs reads_;
   std::vector<ReadOp> read_ops_;
   std::vector<uint32_t> free_read_ops_;
-  std::vector<ReadJob*> finished_jobs_;
 
   std::unique_ptr<CmConnector> cm_;
   std::unique_ptr<AsyncEventMonitor> monitor_;
