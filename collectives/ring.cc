@@ -23,7 +23,8 @@ namespace {
 
 struct Ring {
   Context& ctx;
-  void* data;       // the whole buffer, blocks laid out by `blocks`
+  void* data;          // the whole buffer, blocks laid out by `blocks`
+  const void* source;  // this rank's input, laid out alike (== data when in place)
   Blocks blocks;
   size_t element_size;
   std::vector<p2p::Request>& sends;  // waited for by the caller
@@ -35,10 +36,15 @@ struct Ring {
   uint8_t* chunk_at(int block, const Chunks& ch, size_t k) const {
     return at(data, blocks.offset(static_cast<size_t>(block)) + ch.offset(k), element_size);
   }
-  void send_block(int block, uint32_t step) {
+  const uint8_t* source_chunk_at(int block, const Chunks& ch, size_t k) const {
+    return at(source, blocks.offset(static_cast<size_t>(block)) + ch.offset(k), element_size);
+  }
+  void send_block(const void* base, int block, uint32_t step) {
     Chunks ch = chunks(block);
     for (size_t k = 0; k < ch.count(); ++k) {
-      sends.push_back(ctx.isend(right(), step, chunk_at(block, ch, k), ch.size(k) * element_size));
+      sends.push_back(ctx.isend(right(), step, at(base, blocks.offset(static_cast<size_t>(block)) + ch.offset(k),
+                                                  element_size),
+                                ch.size(k) * element_size));
     }
   }
 
@@ -59,7 +65,9 @@ struct Ring {
       }
     };
     post_receives(0);
-    send_block(mod(rank + rotation, n()), step_base);
+    // Each block is sent or reduced by this rank once, so its input comes
+    // straight from `source`: out of place there is no copy into `data` first.
+    send_block(source, mod(rank + rotation, n()), step_base);
     for (int s = 0; s <= n() - 2; ++s) {
       if (s + 1 <= n() - 2) post_receives(s + 1);
       const int block = recv_block(s);
@@ -67,7 +75,8 @@ struct Ring {
       void* buffer = ctx.scratch(s % 2, blocks.largest() * element_size);
       for (size_t k = 0; k < ch.count(); ++k) {
         ctx.wait(recvs[s % 2][k]);
-        reduce_inplace(chunk_at(block, ch, k), at(buffer, ch.offset(k), element_size), ch.size(k), dtype, op);
+        reduce_into(chunk_at(block, ch, k), source_chunk_at(block, ch, k), at(buffer, ch.offset(k), element_size),
+                    ch.size(k), dtype, op);
         if (s + 1 <= n() - 2) {
           sends.push_back(ctx.isend(right(), step_base + static_cast<uint32_t>(s + 1), chunk_at(block, ch, k),
                                     ch.size(k) * element_size));
@@ -89,7 +98,7 @@ struct Ring {
                                                           chunk_at(recv_block(t), ch, k), ch.size(k) * element_size));
       }
     }
-    send_block(mod(rank + 1 + rotation, n()), step_base);
+    send_block(data, mod(rank + 1 + rotation, n()), step_base);
     for (int t = 0; t <= n() - 2; ++t) {
       const int block = recv_block(t);
       Chunks ch = chunks(block);
@@ -108,10 +117,10 @@ struct Ring {
 
 void allreduce_ring(Context& ctx, const Args& args) {
   const size_t es = datatype_size(args.dtype);
-  copy_unless_same(args.recv, args.send, args.count * es);
   std::vector<p2p::Request> sends;
   const size_t n = static_cast<size_t>(ctx.size());
-  Ring ring{ctx, args.recv, Blocks{args.count, n}, es, sends};
+  // Every block of recv is written (reduced into, or received) before it is read.
+  Ring ring{ctx, args.recv, args.send, Blocks{args.count, n}, es, sends};
   ring.reduce_scatter(args.dtype, args.op, 0, 0);
   ring.allgather(0, static_cast<uint32_t>(n - 1));
   ctx.wait_all(sends);
@@ -120,11 +129,11 @@ void allreduce_ring(Context& ctx, const Args& args) {
 void reduce_scatter_ring(Context& ctx, const Args& args) {
   const size_t es = datatype_size(args.dtype);
   const size_t n = static_cast<size_t>(ctx.size());
-  // Work on a copy: the send buffer is never modified.
+  // Reductions land in scratch (the send buffer is never modified); each
+  // block's input is read from the send buffer itself.
   void* work = ctx.scratch(2, args.count * n * es);
-  std::memcpy(work, args.send, args.count * n * es);
   std::vector<p2p::Request> sends;
-  Ring ring{ctx, work, Blocks{args.count * n, n}, es, sends};
+  Ring ring{ctx, work, args.send, Blocks{args.count * n, n}, es, sends};
   ring.reduce_scatter(args.dtype, args.op, -1, 0);  // rotation -1: rank ends with block `rank`
   ctx.wait_all(sends);
   copy_unless_same(args.recv, at(work, static_cast<size_t>(ctx.rank()) * args.count, es), args.count * es);
@@ -135,7 +144,7 @@ void allgather_ring(Context& ctx, const Args& args) {
   const size_t n = static_cast<size_t>(ctx.size());
   copy_unless_same(at(args.recv, static_cast<size_t>(ctx.rank()) * args.count, es), args.send, args.count * es);
   std::vector<p2p::Request> sends;
-  Ring ring{ctx, args.recv, Blocks{args.count * n, n}, es, sends};
+  Ring ring{ctx, args.recv, args.recv, Blocks{args.count * n, n}, es, sends};
   ring.allgather(-1, 0);  // rotation -1: rank starts with block `rank`
   ctx.wait_all(sends);
 }

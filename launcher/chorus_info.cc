@@ -3,6 +3,7 @@
 // algorithm selection table.
 #include "collectives/collectives.hpp"
 #include "common/config.hpp"
+#include "transports/shm/shm_transport.hpp"
 
 #include <chorus/chorus.hpp>
 
@@ -23,6 +24,12 @@ namespace {
 
 void print_transports() {
   std::printf("Transports:\n");
+  std::string why_not;
+  if (chorus::transport::shm_cross_memory_attach_allowed(&why_not)) {
+    std::printf("  shm      built (native shared memory for ranks of one host; auto's choice there)\n");
+  } else {
+    std::printf("  shm      built, but not usable here: %s\n", why_not.c_str());
+  }
 #ifdef CHORUS_HAVE_OFI
   std::printf("  ofi      built (libfabric %u.%u); providers offering FI_EP_RDM with FI_RMA here:\n",
               FI_MAJOR(fi_version()), FI_MINOR(fi_version()));

@@ -1,8 +1,10 @@
 #include "transport_factory.hpp"
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "topology/topology.hpp"
 #include "transports/inproc/inproc.hpp"
+#include "transports/shm/shm_transport.hpp"
 
 #include <algorithm>
 
@@ -19,6 +21,18 @@
 namespace chorus {
 
 namespace {
+
+// auto: the native shared-memory transport when every rank is on this host,
+// unless a libfabric provider was asked for or the kernel forbids reading a
+// peer's memory (then libfabric's shm provider, which copies twice instead).
+bool uses_native_shm(const config::Settings& settings, bool all_ranks_on_one_host) {
+  if (settings.transport == "shm") return true;
+  if (settings.transport != "auto" || !all_ranks_on_one_host || !settings.ofi_provider.empty()) return false;
+  std::string why;
+  if (transport::shm_cross_memory_attach_allowed(&why)) return true;
+  log::info("transport auto: not the native shm transport, ", why);
+  return false;
+}
 
 // auto: verbs between hosts when an RDMA port is up (shared memory is
 // faster within a host), else libfabric.
@@ -65,6 +79,7 @@ topology::NicDescription describe_ofi_nic(const config::Settings& settings, bool
 
 topology::NicDescription describe_nic(const config::Settings& settings, bool all_ranks_on_one_host) {
   if (settings.transport == "inproc") return topology::NicDescription{"inproc", 0, std::nullopt, {}};
+  if (uses_native_shm(settings, all_ranks_on_one_host)) return topology::NicDescription{"shm", 0, std::nullopt, {}};
 #ifdef CHORUS_HAVE_VERBS
   if (uses_verbs(settings, all_ranks_on_one_host)) return describe_verbs_nic(settings.verbs);
 #endif
@@ -85,6 +100,15 @@ std::unique_ptr<transport::Transport> create_transport(const config::Settings& s
     }
     // The transport keeps the fabric's shared state alive.
     return transport::InprocFabric(1).make_transport(0);
+  }
+  if (uses_native_shm(settings, all_ranks_on_one_host)) {
+    if (!all_ranks_on_one_host) {
+      fail(Status::config, "CHORUS_TRANSPORT=\"shm\": the shared-memory transport joins ranks of one host, and "
+                           "this job spans hosts; use auto, ofi or verbs");
+    }
+    transport::ShmOptions options;
+    options.max_eager_bytes = settings.eager_limit;
+    return transport::make_shm_transport(rank, size, options);
   }
   const bool use_verbs = uses_verbs(settings, all_ranks_on_one_host);
 #ifdef CHORUS_HAVE_VERBS

@@ -119,8 +119,9 @@ std::string env_choice(const char* name, const std::string& fallback, const std:
 const std::vector<VariableDoc>& variables() {
   static const std::vector<VariableDoc> docs = {
       {"CHORUS_TRANSPORT", "auto",
-       "transport: auto, ofi (libfabric), verbs (RC mesh over rdma-core) or inproc (threads only, for tests); auto "
-       "picks verbs when ranks span hosts and an active RDMA port exists, else ofi"},
+       "transport: auto, shm (native shared memory, ranks of one host), ofi (libfabric), verbs (RC mesh over "
+       "rdma-core) or inproc (threads only, for tests); auto picks shm when all ranks share a host (unless "
+       "CHORUS_OFI_PROVIDER is set), verbs when ranks span hosts and an active RDMA port exists, else ofi"},
       {"CHORUS_OFI_PROVIDER", "auto",
        "libfabric provider, e.g. shm, tcp;ofi_rxm, verbs;ofi_rxm, efa (auto: shm if all ranks share a host, "
        "else tcp;ofi_rxm)"},
@@ -199,7 +200,7 @@ Settings Settings::from_env() {
   s.leave_pinned = env_bool("CHORUS_LEAVE_PINNED", s.leave_pinned);
   s.check_calls = env_bool("CHORUS_CHECK_CALLS", s.check_calls);
   s.spin = std::chrono::microseconds(env_int("CHORUS_SPIN_US", s.spin.count(), 0, 1000000));
-  s.transport = env_choice("CHORUS_TRANSPORT", s.transport, {"auto", "ofi", "verbs", "inproc"});
+  s.transport = env_choice("CHORUS_TRANSPORT", s.transport, {"auto", "shm", "ofi", "verbs", "inproc"});
   if (auto provider = get("CHORUS_OFI_PROVIDER")) s.ofi_provider = *provider;
   VerbsSettings& v = s.verbs;
   if (auto device = get("CHORUS_IB_DEVICE")) v.device = *device;

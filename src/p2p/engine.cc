@@ -21,9 +21,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kFailureProbeInterval = std::chrono::seconds(1);
+constexpr int kEmptyPollsPerClockRead = 32;
 
 // Request slots are recycled; the generation tells a stale handle (or a stale
 // FIN/read completion) from the slot's current occupant.
+// allocate() resets every field one by one: a new field must be reset there.
 struct Slot {
   enum class Kind : uint8_t { send, recv };
   enum class State : uint8_t { free, posted, awaiting_fin, reading, done, failed };
@@ -166,19 +168,7 @@ class Engine::Impl final : public transport::Sink {
 
   Completion wait(Request& request) {
     Slot& slot = lookup(request);
-    const auto deadline = Clock::now() + settings_.timeout;
-    auto spin_until = Clock::now() + settings_.spin;
-    auto next_probe = Clock::now() + kFailureProbeInterval;
-    while (!finished(slot)) {
-      if (poll_transport() > 0) {
-        spin_until = Clock::now() + settings_.spin;
-        continue;
-      }
-      auto now = Clock::now();
-      if (now >= deadline) fail_timeout(slot);
-      probe_for_failures(slot, now, next_probe);
-      if (oversubscribed_ || now >= spin_until) idle(deadline - now);
-    }
+    if (!finished(slot)) progress_until_finished(slot);
     Completion done;
     reap(request, &done);
     return done;
@@ -210,7 +200,8 @@ class Engine::Impl final : public transport::Sink {
   // transport is not re-entered from inside its own poll()).
   int poll_transport() {
     int events = transport_.poll(*this);
-    return events + flush_deferred();
+    if (!deferred_reads_.empty() || !deferred_fins_.empty()) events += flush_deferred();
+    return events;
   }
 
   // --- transport::Sink ---------------------------------------------------------
@@ -303,9 +294,23 @@ class Engine::Impl final : public transport::Sink {
       slots_.emplace_back();
     }
     Slot& slot = slots_[index];
-    uint32_t generation = slot.generation + 1;
-    slot = Slot{};
-    slot.generation = generation;
+    // Field by field: assigning a whole fresh Slot costs more than the rest
+    // of a small send.
+    ++slot.generation;
+    slot.state = Slot::State::free;
+    slot.tag_mask = kExactTag;
+    slot.call_check = 0;
+    slot.buffer = nullptr;
+    slot.capacity = 0;
+    slot.result = Completion{};
+    slot.error.reset();
+    slot.registration.reset();
+    slot.remote = transport::RemoteBuffer{};
+    slot.remote_send_id = 0;
+    slot.read_total = 0;
+    slot.read_next = 0;
+    slot.reads_outstanding = 0;
+    const uint32_t generation = slot.generation;
     slot.kind = kind;
     slot.peer = peer;
     slot.tag = tag;
@@ -406,6 +411,40 @@ class Engine::Impl final : public transport::Sink {
     }
   }
 
+  // The progress loop of wait(). Reading the clock costs as much as an empty
+  // poll of shared memory (more in a VM), so it is read only every few dozen
+  // empty polls: the first read starts the timeout and the spin window, and
+  // a later one restarts the spin window if anything happened in between.
+  void progress_until_finished(const Slot& slot) {
+    Clock::time_point deadline, spin_until, next_probe;
+    bool clock_started = false;
+    int empty_polls = 0;
+    bool progressed = false;
+    while (!finished(slot)) {
+      if (poll_transport() > 0) {
+        progressed = true;
+        empty_polls = 0;
+        continue;
+      }
+      if (!oversubscribed_ && ++empty_polls < kEmptyPollsPerClockRead) continue;
+      empty_polls = 0;
+      const auto now = Clock::now();
+      if (!clock_started) {
+        clock_started = true;
+        deadline = now + settings_.timeout;
+        next_probe = now + kFailureProbeInterval;
+        progressed = true;
+      }
+      if (progressed) {
+        spin_until = now + settings_.spin;
+        progressed = false;
+      }
+      if (now >= deadline) fail_timeout(slot);
+      probe_for_failures(slot, now, next_probe);
+      if (oversubscribed_ || now >= spin_until) idle(deadline - now);
+    }
+  }
+
   // Nothing to do: block on the transport's fd if it has one, else yield.
   void idle(Clock::duration remaining) {
     int fd = transport_.wait_fd();
@@ -429,7 +468,11 @@ class Engine::Impl final : public transport::Sink {
       Slot& slot = slots_[*it];
       if ((slot.peer == kAnySource || slot.peer == source) && tag_matches(slot.tag, slot.tag_mask, header.tag)) {
         uint32_t index = *it;
-        posted_.erase(it);
+        if (it == posted_.begin()) {
+          posted_.pop_front();  // the usual case: receives complete in the order posted
+        } else {
+          posted_.erase(it);
+        }
         deliver(index, source, header.tag, header.call_check, header.length, payload, rts);
         return;
       }

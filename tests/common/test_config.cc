@@ -107,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"CHORUS_RDV_READS", "4x", "integer from 1 to 64"},
                       BadValue{"CHORUS_REG_CACHE_BYTES", "lots", "byte count"},
                       BadValue{"CHORUS_SPIN_US", "-1", "integer from 0 to 1000000"},
-                      BadValue{"CHORUS_TRANSPORT", "carrier-pigeon", "one of auto, ofi, verbs, inproc"},
+                      BadValue{"CHORUS_TRANSPORT", "carrier-pigeon", "one of auto, shm, ofi, verbs, inproc"},
                       BadValue{"CHORUS_LOG_LEVEL", "loud", "one of error, warn, info, debug"},
                       BadValue{"CHORUS_IB_PORT", "0", "integer from 1 to 255"},
                       BadValue{"CHORUS_IB_GID_INDEX", "first", "integer from 0 to 1023"},

@@ -3,15 +3,18 @@
 # chorusrun exit non-zero within --timeout, name the rank, and leave no
 # chorus process behind.
 #   kill_rank_mid_benchmark.sh CHORUSRUN CHORUS_BENCH PROVIDER
+# PROVIDER is a libfabric provider, or native-shm for chorus' own transport.
 set -uo pipefail
 chorusrun=$1 bench=$2 provider=$3
+transport=(-x CHORUS_TRANSPORT=ofi -x CHORUS_OFI_PROVIDER="$provider")
+[ "$provider" != native-shm ] || transport=(-x CHORUS_TRANSPORT=shm)
 timeout_seconds=20
 ranks=4
 victim=2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-FI_TCP_IFACE=lo "$chorusrun" -n $ranks --timeout $timeout_seconds -x CHORUS_OFI_PROVIDER="$provider" \
+FI_TCP_IFACE=lo "$chorusrun" -n $ranks --timeout $timeout_seconds "${transport[@]}" \
   "$bench" --op allreduce --min-bytes 1M --max-bytes 16M --iters 100000 --warmup 1 >"$log" 2>&1 &
 launcher=$!
 

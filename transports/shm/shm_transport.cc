@@ -1,0 +1,565 @@
+#include "transports/shm/shm_transport.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <new>
+#include <vector>
+
+namespace chorus::transport {
+
+namespace {
+
+constexpr uint64_t kSegmentMagic = 0x43484f5255534d31ull;  // "CHORUSM1"
+constexpr uint32_t kLayoutVersion = 1;
+constexpr size_t kCacheLine = 64;
+constexpr size_t kRecordAlign = 16;
+
+// Record in a ring: this header, then `bytes` of message, padded to 16.
+struct RecordHeader {
+  uint32_t bytes;
+  uint32_t kind;  // kMessage, or kWrap: the rest of the ring up to its end is unused
+};
+constexpr uint32_t kMessage = 1;
+constexpr uint32_t kWrap = 2;
+static_assert(sizeof(RecordHeader) <= kRecordAlign);
+
+// Start of every segment. `owner_address` is where the owner mapped this
+// header, so a peer can check with one process_vm_readv that it may read the
+// owner's memory at all before any rendezvous depends on it.
+struct SegmentHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t senders;
+  uint64_t ring_bytes;
+  uint64_t owner_address;
+  int64_t owner_pid;
+  std::atomic<uint32_t> attached;  // peers that have mapped this segment
+};
+static_assert(sizeof(SegmentHeader) <= kCacheLine);
+
+// Head and tail on lines of their own: the sender writes one, the receiver
+// the other, and neither line bounces for the other's writes.
+struct RingControl {
+  alignas(kCacheLine) std::atomic<uint64_t> head;  // bytes written, by the sender
+  alignas(kCacheLine) std::atomic<uint64_t> tail;  // bytes consumed, by the receiver
+};
+static_assert(sizeof(RingControl) == 2 * kCacheLine);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+size_t round_up(size_t value, size_t to) { return (value + to - 1) / to * to; }
+
+size_t controls_offset() { return kCacheLine; }
+size_t rings_offset(int senders) {
+  return round_up(controls_offset() + static_cast<size_t>(senders) * sizeof(RingControl), 4096);
+}
+size_t segment_bytes(int senders, size_t ring_bytes) {
+  return rings_offset(senders) + static_cast<size_t>(senders) * ring_bytes;
+}
+
+// The connection blob: what a peer needs to map our segment.
+struct AddressBlob {
+  uint64_t magic;
+  int64_t pid;
+  uint64_t segment_bytes;
+  char host[64];
+  char name[64];
+};
+
+std::string host_name() {
+  char host[64] = {};
+  if (gethostname(host, sizeof host - 1) != 0) return "?";
+  return host;
+}
+
+// A mapped segment (ours or a peer's); unmapped on destruction.
+class Mapping {
+ public:
+  Mapping() = default;
+  Mapping(void* base, size_t bytes) : base_(base), bytes_(bytes) {}
+  Mapping(Mapping&& other) noexcept : base_(std::exchange(other.base_, nullptr)), bytes_(other.bytes_) {}
+  Mapping& operator=(Mapping&& other) noexcept {
+    std::swap(base_, other.base_);
+    std::swap(bytes_, other.bytes_);
+    return *this;
+  }
+  ~Mapping() {
+    if (base_ != nullptr) munmap(base_, bytes_);
+  }
+  uint8_t* bytes() const { return static_cast<uint8_t*>(base_); }
+  SegmentHeader* header() const { return static_cast<SegmentHeader*>(base_); }
+  RingControl* control(int sender) const {
+    return reinterpret_cast<RingControl*>(bytes() + controls_offset()) + sender;
+  }
+  uint8_t* ring(int sender, size_t ring_bytes) const {
+    return bytes() + rings_offset(static_cast<int>(header()->senders)) + static_cast<size_t>(sender) * ring_bytes;
+  }
+  bool mapped() const { return base_ != nullptr; }
+
+ private:
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+Mapping map_segment(int fd, size_t bytes, const char* what, const std::string& name, int peer) {
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    fail_peer(Status::transport, peer, "shm: mmap of ", what, " segment /dev/shm", name, " (", bytes,
+              " bytes) failed: ", errno_string(errno));
+  }
+  return Mapping(base, bytes);
+}
+
+class ShmRegion final : public MemoryRegion {
+ public:
+  ShmRegion(void* base, size_t length) : MemoryRegion(base, length, reinterpret_cast<uintptr_t>(base), 0) {}
+};
+
+// Our end of the ring we write into, which lives in the receiver's segment.
+struct Outbound {
+  RingControl* control = nullptr;
+  uint8_t* ring = nullptr;
+  uint64_t head = 0;
+  uint64_t known_tail = 0;  // last tail read; refreshed only when the ring looks full
+  std::deque<std::vector<uint8_t>> waiting;  // accepted but not yet in the ring, in order
+};
+
+struct Peer {
+  Mapping segment;  // the peer's segment (unmapped for ourselves: we use our own)
+  pid_t pid = 0;
+  Outbound out;
+  uint64_t in_tail = 0;  // consumed bytes of the ring this peer writes into ours
+};
+
+struct ReadFailure {
+  uint64_t context;
+  int peer;
+  Error error;
+};
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(int rank, int size, const ShmOptions& options)
+      : rank_(rank),
+        size_(size),
+        max_eager_(std::max<size_t>(4096, options.max_eager_bytes + 64)),
+        ring_bytes_(options.ring_bytes != 0
+                        ? options.ring_bytes
+                        : std::max<size_t>(256 * 1024, std::bit_ceil(4 * (max_eager_ + kRecordAlign)))),
+        peers_(static_cast<size_t>(size)) {
+    if (!std::has_single_bit(ring_bytes_) || ring_bytes_ < 2 * record_bytes(max_eager_)) {
+      fail(Status::internal, "shm: ring of ", ring_bytes_, " bytes: must be a power of two of at least ",
+           2 * record_bytes(max_eager_));
+    }
+    // Yama (ptrace_scope 1) only lets ancestors read our memory; the ranks
+    // are siblings. No Yama: EINVAL, and nothing to do.
+    if (prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) != 0 && errno != EINVAL) {
+      log::warn("shm: prctl(PR_SET_PTRACER) failed: ", errno_string(errno));
+    }
+    create_own_segment();
+  }
+
+  ~ShmTransport() override { unlink_own_segment(); }
+
+  std::string name() const override { return "shm"; }
+
+  Blob address() override {
+    AddressBlob blob{};
+    blob.magic = kSegmentMagic;
+    blob.pid = getpid();
+    blob.segment_bytes = segment_bytes(size_, ring_bytes_);
+    std::snprintf(blob.host, sizeof blob.host, "%s", host_name().c_str());
+    std::snprintf(blob.name, sizeof blob.name, "%s", segment_name_.c_str());
+    Blob out(sizeof blob);
+    std::memcpy(out.data(), &blob, sizeof blob);
+    return out;
+  }
+
+  void connect(const std::vector<Blob>& peers) override {
+    if (peers.size() != static_cast<size_t>(size_)) {
+      fail(Status::internal, "shm: connect got ", peers.size(), " addresses for ", size_, " ranks");
+    }
+    const std::string own_host = host_name();
+    for (int peer = 0; peer < size_; ++peer) {
+      Peer& state = peers_[static_cast<size_t>(peer)];
+      if (peer == rank_) {
+        state.pid = getpid();
+        state.out.control = own_.control(rank_);
+        state.out.ring = own_.ring(rank_, ring_bytes_);
+        continue;
+      }
+      const AddressBlob blob = parse_address(peers[static_cast<size_t>(peer)], peer, own_host);
+      state.pid = static_cast<pid_t>(blob.pid);
+      state.segment = open_peer_segment(blob, peer);
+      state.out.control = state.segment.control(rank_);
+      state.out.ring = state.segment.ring(rank_, ring_bytes_);
+      check_cross_memory_attach(state, peer);
+      state.segment.header()->attached.fetch_add(1, std::memory_order_acq_rel);
+    }
+    connected_ = true;
+    unlink_when_everyone_attached();
+  }
+
+  size_t max_eager_bytes() const override { return max_eager_; }
+
+  void post_eager(int peer, const void* header, size_t header_bytes, const void* payload,
+                  size_t payload_bytes) override {
+    check_peer(peer, "send to");
+    const size_t bytes = header_bytes + payload_bytes;
+    if (bytes > max_eager_) fail(Status::internal, "shm: eager message of ", bytes, " bytes exceeds ", max_eager_);
+    Outbound& out = peers_[static_cast<size_t>(peer)].out;
+    if (peer == rank_) sent_to_self_ = true;  // only then is our own ring worth polling
+    // Order per peer: once a message waits, everything after it waits too.
+    if (out.waiting.empty() && write_record(out, header, header_bytes, payload, payload_bytes)) return;
+    std::vector<uint8_t> copy(bytes);
+    if (header_bytes != 0) std::memcpy(copy.data(), header, header_bytes);
+    if (payload_bytes != 0) std::memcpy(copy.data() + header_bytes, payload, payload_bytes);
+    out.waiting.push_back(std::move(copy));
+    ++waiting_messages_;
+  }
+
+  bool sends_pending() const override { return waiting_messages_ != 0; }
+
+  std::unique_ptr<MemoryRegion> register_memory(void* base, size_t length) override {
+    return std::make_unique<ShmRegion>(base, length);
+  }
+
+  void post_read(int peer, RemoteBuffer remote, MemoryRegion& local, size_t local_offset, size_t bytes,
+                 uint64_t context) override {
+    check_peer(peer, "read from");
+    if (local_offset > local.length() || bytes > local.length() - local_offset) {
+      fail(Status::internal, "shm: read of ", bytes, " bytes at offset ", local_offset, " overruns a region of ",
+           local.length(), " bytes");
+    }
+    uint8_t* destination = static_cast<uint8_t*>(local.base()) + local_offset;
+    if (peer == rank_) {
+      std::memcpy(destination, reinterpret_cast<const void*>(remote.address), bytes);
+      finished_reads_.push_back(context);
+      return;
+    }
+    // process_vm_readv may copy less than asked (it stops at a page it
+    // cannot read, or splits very large requests): continue from there.
+    size_t done = 0;
+    while (done < bytes) {
+      iovec into{destination + done, bytes - done};
+      iovec from{reinterpret_cast<void*>(remote.address + done), bytes - done};
+      const ssize_t copied = process_vm_readv(peers_[static_cast<size_t>(peer)].pid, &into, 1, &from, 1, 0);
+      if (copied <= 0) {
+        const int err = copied < 0 ? errno : EFAULT;
+        read_failures_.push_back(ReadFailure{context, peer, read_error(peer, err, bytes - done, remote.address + done)});
+        return;
+      }
+      done += static_cast<size_t>(copied);
+    }
+    finished_reads_.push_back(context);
+  }
+
+  int poll(Sink& sink) override {
+    int events = 0;
+    if (waiting_messages_ != 0) events += push_waiting();
+    for (int sender = 0; sender < size_; ++sender) {
+      if (sender != rank_ || sent_to_self_) events += drain_ring(sender, sink);
+    }
+    if (!finished_reads_.empty() || !read_failures_.empty()) events += report_reads(sink);
+    if (!unlinked_) unlink_when_everyone_attached();
+    return events;
+  }
+
+  // Nothing to block on: a ring write raises no event. The engine yields.
+  int wait_fd() override { return -1; }
+  bool arm() override { return false; }
+
+  std::string describe_peer(int peer) override {
+    if (peer < 0 || peer >= size_ || !connected_) return {};
+    const Peer& state = peers_[static_cast<size_t>(peer)];
+    const uint64_t unread_by_peer = state.out.head - state.out.control->tail.load(std::memory_order_acquire);
+    const uint64_t unread_here = own_.control(peer)->head.load(std::memory_order_acquire) - state.in_tail;
+    return concat("shm: pid ", state.pid, ", ", unread_by_peer, " bytes sent and not yet read by the peer, ",
+                  state.out.waiting.size(), " messages waiting for ring space, ", unread_here,
+                  " bytes from it not yet read here");
+  }
+
+  MemoryUse memory_use() const override {
+    MemoryUse use;
+    use.per_peer = ring_bytes_ + sizeof(RingControl) + sizeof(Peer);
+    use.shared = rings_offset(size_);
+    use.detail = concat("inbound ring ", ring_bytes_, " B and its head/tail ", sizeof(RingControl),
+                        " B in our segment, peer state ", sizeof(Peer), " B");
+    return use;
+  }
+
+ private:
+  static size_t record_bytes(size_t message_bytes) { return round_up(kRecordAlign + message_bytes, kRecordAlign); }
+
+  void check_peer(int peer, const char* what) const {
+    if (peer < 0 || peer >= size_) fail(Status::internal, "shm: ", what, " rank ", peer, " of ", size_);
+    if (!connected_) fail(Status::internal, "shm: ", what, " rank ", peer, " before connect");
+  }
+
+  void create_own_segment() {
+    static std::atomic<unsigned> created{0};
+    // "<pid>:..." like libfabric shm's files, so chorusrun's clean-up of a
+    // killed rank's /dev/shm files (shm_regions::remove_stale) covers ours.
+    segment_name_ = concat("/", getpid(), ":chorus-shm-", created.fetch_add(1));
+    const size_t bytes = segment_bytes(size_, ring_bytes_);
+    const int fd = shm_open(segment_name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) {
+      fail(Status::transport, "shm: shm_open(/dev/shm", segment_name_, ") failed: ", errno_string(errno));
+    }
+    created_ = true;
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      const int err = errno;
+      close(fd);
+      unlink_own_segment();
+      fail(Status::transport, "shm: sizing /dev/shm", segment_name_, " to ", bytes, " bytes failed: ",
+           errno_string(err), err == ENOSPC ? " (is /dev/shm large enough for ranks x ranks x ring bytes?)" : "");
+    }
+    try {
+      own_ = map_segment(fd, bytes, "own", segment_name_, -1);
+    } catch (...) {
+      close(fd);
+      unlink_own_segment();
+      throw;
+    }
+    close(fd);
+    SegmentHeader* header = new (own_.bytes()) SegmentHeader{};
+    header->magic = kSegmentMagic;
+    header->version = kLayoutVersion;
+    header->senders = static_cast<uint32_t>(size_);
+    header->ring_bytes = ring_bytes_;
+    header->owner_address = reinterpret_cast<uintptr_t>(header);
+    header->owner_pid = getpid();
+    for (int sender = 0; sender < size_; ++sender) new (own_.control(sender)) RingControl{};
+  }
+
+  AddressBlob parse_address(const Blob& bytes, int peer, const std::string& own_host) const {
+    AddressBlob blob{};
+    if (bytes.size() != sizeof blob) {
+      fail_peer(Status::transport, peer, "shm: rank ", peer, " published a ", bytes.size(),
+                "-byte address, expected ", sizeof blob, " (is it running the shm transport of this chorus version?)");
+    }
+    std::memcpy(&blob, bytes.data(), sizeof blob);
+    blob.host[sizeof blob.host - 1] = '\0';
+    blob.name[sizeof blob.name - 1] = '\0';
+    if (blob.magic != kSegmentMagic) {
+      fail_peer(Status::transport, peer, "shm: rank ", peer, " published an address that is not a chorus shm one");
+    }
+    if (own_host != blob.host) {
+      fail_peer(Status::transport, peer, "shm: rank ", peer, " runs on host \"", blob.host, "\", rank ", rank_,
+                " on \"", own_host, "\": the shm transport joins ranks of one host only (CHORUS_TRANSPORT=ofi "
+                "or verbs spans hosts)");
+    }
+    if (blob.segment_bytes != segment_bytes(size_, ring_bytes_)) {
+      fail_peer(Status::transport, peer, "shm: rank ", peer, "'s segment is ", blob.segment_bytes,
+                " bytes, this rank expects ", segment_bytes(size_, ring_bytes_),
+                " (do all ranks use the same CHORUS_EAGER_LIMIT?)");
+    }
+    return blob;
+  }
+
+  Mapping open_peer_segment(const AddressBlob& blob, int peer) const {
+    const int fd = shm_open(blob.name, O_RDWR, 0);
+    if (fd < 0) {
+      fail_peer(Status::transport, peer, "shm: opening rank ", peer, "'s segment /dev/shm", blob.name,
+                " failed: ", errno_string(errno), " (rank ", peer, ", pid ", blob.pid, ")");
+    }
+    struct stat facts {};
+    if (fstat(fd, &facts) != 0 || static_cast<uint64_t>(facts.st_size) < blob.segment_bytes) {
+      close(fd);
+      fail_peer(Status::transport, peer, "shm: rank ", peer, "'s segment /dev/shm", blob.name,
+                " is smaller than the ", blob.segment_bytes, " bytes it announced");
+    }
+    Mapping mapping;
+    try {
+      mapping = map_segment(fd, blob.segment_bytes, "a peer's", blob.name, peer);
+    } catch (...) {
+      close(fd);
+      throw;
+    }
+    close(fd);
+    const SegmentHeader* header = mapping.header();
+    if (header->magic != kSegmentMagic || header->version != kLayoutVersion ||
+        header->senders != static_cast<uint32_t>(size_) || header->ring_bytes != ring_bytes_ ||
+        header->owner_pid != blob.pid) {
+      fail_peer(Status::transport, peer, "shm: rank ", peer, "'s segment /dev/shm", blob.name,
+                " does not hold the layout it announced (another job's file?)");
+    }
+    return mapping;
+  }
+
+  // Rendezvous depends on reading the peer's memory: find out now, with a
+  // clear message, rather than in the first large collective.
+  void check_cross_memory_attach(const Peer& state, int peer) const {
+    uint64_t magic = 0;
+    iovec into{&magic, sizeof magic};
+    iovec from{reinterpret_cast<void*>(state.segment.header()->owner_address), sizeof magic};
+    const ssize_t copied = process_vm_readv(state.pid, &into, 1, &from, 1, 0);
+    if (copied != static_cast<ssize_t>(sizeof magic) || magic != kSegmentMagic) {
+      const int err = copied < 0 ? errno : EIO;
+      fail_peer(Status::transport, peer, "shm: reading rank ", peer, " (pid ", state.pid,
+                ")'s memory with process_vm_readv failed: ", errno_string(err),
+                "; this kernel or container forbids cross-memory attach (Yama ptrace_scope, seccomp, "
+                "CAP_SYS_PTRACE): use CHORUS_TRANSPORT=ofi");
+    }
+  }
+
+  Error read_error(int peer, int err, size_t bytes, uint64_t address) const {
+    const Peer& state = peers_[static_cast<size_t>(peer)];
+    if (err == ESRCH) {
+      return Error(Status::peer_failed,
+                   concat("shm: rank ", peer, " (pid ", state.pid, ") is gone: its memory cannot be read"), peer);
+    }
+    return Error(Status::transport,
+                 concat("shm: process_vm_readv of ", bytes, " bytes at 0x", std::hex, address, std::dec, " from rank ",
+                        peer, " (pid ", state.pid, ") failed: ", errno_string(err)),
+                 peer);
+  }
+
+  // Copies one message into the ring; false when it does not fit now.
+  bool write_record(Outbound& out, const void* header, size_t header_bytes, const void* payload,
+                    size_t payload_bytes) {
+    const size_t message = header_bytes + payload_bytes;
+    const size_t need = record_bytes(message);
+    const size_t offset = out.head & (ring_bytes_ - 1);
+    const size_t to_end = ring_bytes_ - offset;
+    const size_t wrap = to_end < need ? to_end : 0;  // a record never straddles the end
+    if (out.head + wrap + need - out.known_tail > ring_bytes_) {
+      out.known_tail = out.control->tail.load(std::memory_order_acquire);
+      if (out.head + wrap + need - out.known_tail > ring_bytes_) return false;
+    }
+    if (wrap != 0) {
+      new (out.ring + offset) RecordHeader{0, kWrap};
+      out.head += wrap;
+    }
+    uint8_t* record = out.ring + (out.head & (ring_bytes_ - 1));
+    new (record) RecordHeader{static_cast<uint32_t>(message), kMessage};
+    if (header_bytes != 0) std::memcpy(record + kRecordAlign, header, header_bytes);
+    if (payload_bytes != 0) std::memcpy(record + kRecordAlign + header_bytes, payload, payload_bytes);
+    out.head += need;
+    out.control->head.store(out.head, std::memory_order_release);
+    return true;
+  }
+
+  int push_waiting() {
+    int pushed = 0;
+    for (Peer& peer : peers_) {
+      Outbound& out = peer.out;
+      while (!out.waiting.empty() && write_record(out, out.waiting.front().data(), out.waiting.front().size(), nullptr, 0)) {
+        out.waiting.pop_front();
+        --waiting_messages_;
+        ++pushed;
+      }
+    }
+    return pushed;
+  }
+
+  int drain_ring(int sender, Sink& sink) {
+    RingControl* control = own_.control(sender);
+    const uint64_t head = control->head.load(std::memory_order_acquire);
+    uint64_t& tail = peers_[static_cast<size_t>(sender)].in_tail;
+    if (head == tail) return 0;
+    const uint8_t* ring = own_.ring(sender, ring_bytes_);
+    int delivered = 0;
+    while (tail != head) {
+      const size_t offset = tail & (ring_bytes_ - 1);
+      RecordHeader record;
+      std::memcpy(&record, ring + offset, sizeof record);
+      if (record.kind == kWrap) {
+        tail += ring_bytes_ - offset;
+        continue;
+      }
+      if (record.kind != kMessage || record.bytes > max_eager_ || head - tail < record_bytes(record.bytes)) {
+        // Only a process writing where it must not can cause this; say so
+        // instead of reading garbage as messages.
+        tail = head;
+        control->tail.store(tail, std::memory_order_release);
+        sink.on_error(0, sender,
+                      Error(Status::transport,
+                            concat("shm: ring from rank ", sender, " holds a malformed record (kind ", record.kind,
+                                   ", ", record.bytes, " bytes) at offset ", offset),
+                            sender));
+        return delivered + 1;
+      }
+      sink.on_eager(sender, ring + offset + kRecordAlign, record.bytes);
+      tail += record_bytes(record.bytes);
+      ++delivered;
+    }
+    // Released only after the sink is done with the bytes.
+    control->tail.store(tail, std::memory_order_release);
+    return delivered;
+  }
+
+  int report_reads(Sink& sink) {
+    // The sink may post more reads, which append to these lists: take them.
+    std::vector<uint64_t> finished;
+    finished.swap(finished_reads_);
+    std::vector<ReadFailure> failures;
+    failures.swap(read_failures_);
+    for (const ReadFailure& failure : failures) sink.on_error(failure.context, failure.peer, failure.error);
+    for (uint64_t context : finished) sink.on_read_done(context);
+    return static_cast<int>(finished.size() + failures.size());
+  }
+
+  // Once every peer has mapped our segment its name has no further use:
+  // removing it then means no file outlives the job, however it ends.
+  void unlink_when_everyone_attached() {
+    if (own_.mapped() && own_.header()->attached.load(std::memory_order_acquire) == static_cast<uint32_t>(size_ - 1)) {
+      unlink_own_segment();
+    }
+  }
+
+  void unlink_own_segment() {
+    if (created_ && !unlinked_) {
+      shm_unlink(segment_name_.c_str());
+      unlinked_ = true;
+    }
+  }
+
+  const int rank_;
+  const int size_;
+  const size_t max_eager_;
+  const size_t ring_bytes_;
+  std::string segment_name_;
+  bool created_ = false;
+  bool unlinked_ = false;
+  bool connected_ = false;
+  bool sent_to_self_ = false;
+  Mapping own_;
+  std::vector<Peer> peers_;
+  size_t waiting_messages_ = 0;
+  std::vector<uint64_t> finished_reads_;
+  std::vector<ReadFailure> read_failures_;
+};
+
+}  // namespace
+
+bool shm_cross_memory_attach_allowed(std::string* why) {
+  std::ifstream file("/proc/sys/kernel/yama/ptrace_scope");
+  int scope = 0;
+  if (!(file >> scope)) return true;  // no Yama
+  if (scope <= 1) return true;
+  if (why != nullptr) {
+    *why = concat("/proc/sys/kernel/yama/ptrace_scope is ", scope,
+                  ": processes may not read each other's memory (process_vm_readv)");
+  }
+  return false;
+}
+
+std::unique_ptr<Transport> make_shm_transport(int rank, int size, const ShmOptions& options) {
+  return std::make_unique<ShmTransport>(rank, size, options);
+}
+
+}  // namespace chorus::transport

@@ -1,0 +1,31 @@
+// Native shared-memory transport for ranks on one host (docs/transport-shm.md).
+//
+// Eager messages go through one single-producer/single-consumer byte ring per
+// (sender, receiver) pair, kept in the receiver's POSIX shared-memory segment:
+// a send is two memcpys and one release store, a receive one acquire load,
+// with no lock and no system call (the shape of Open MPI vader's fast boxes).
+// Rendezvous reads are one copy from the sender's buffer with
+// process_vm_readv (cross-memory attach), so no registration pins anything.
+#pragma once
+
+#include "transports/transport.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace chorus::transport {
+
+struct ShmOptions {
+  size_t max_eager_bytes = 16384;  // engine eager limit; headers are added on top
+  size_t ring_bytes = 0;           // per sender; 0: derived from max_eager_bytes
+};
+
+// Whether this kernel lets sibling processes read each other's memory
+// (process_vm_readv). Yama's ptrace_scope 2 and 3 forbid it; 0, 1 (after
+// PR_SET_PTRACER) and no Yama allow it. Fills `why` when it returns false.
+bool shm_cross_memory_attach_allowed(std::string* why);
+
+std::unique_ptr<Transport> make_shm_transport(int rank, int size, const ShmOptions& options);
+
+}  // namespace chorus::transport
