@@ -34,6 +34,10 @@ constexpr size_t kAllgatherRingFrom = 64 * 1024;      // below: Bruck
 // Two ranks: a tree is two transfers of the whole vector in a row where
 // recursive doubling is one exchange, and a chain has nothing to overlap.
 constexpr size_t kPairAllreduceRingFrom = 128 * 1024;  // below: recursive doubling
+// Up to 4 ranks the binomial tree is at most two levels and beat the
+// pipelined chain at every measured size, 64 KiB to 16 MiB, on shm and tcp
+// (docs/performance.md, "Broadcast on 4 ranks").
+constexpr int kBroadcastBinomialUpToRanks = 4;
 constexpr int kAnyRanks = 1 << 30;
 
 struct Rule {
@@ -49,7 +53,7 @@ struct Rule {
 const std::array<Rule, 13> kRules = {{
     {Collective::allreduce, 0, kPairAllreduceRingFrom, 2, 2, "recursive_doubling"},
     {Collective::allreduce, kPairAllreduceRingFrom, SIZE_MAX, 2, 2, "ring"},
-    {Collective::broadcast, 0, SIZE_MAX, 2, 2, "binomial"},
+    {Collective::broadcast, 0, SIZE_MAX, 2, kBroadcastBinomialUpToRanks, "binomial"},
     {Collective::allreduce, 0, kAllreduceLatencyBound, 2, kAnyRanks, "recursive_doubling"},
     {Collective::allreduce, kAllreduceLatencyBound, kAllreduceTreeBound, 2, kAnyRanks, "tree"},
     {Collective::allreduce, kAllreduceTreeBound, SIZE_MAX, 2, kAnyRanks, "ring"},

@@ -71,7 +71,12 @@ uint32_t call_digest(Collective op, const coll::Args& args, std::string_view alg
   mix(static_cast<uint64_t>(args.dtype));
   mix(is_reduction(op) ? static_cast<uint64_t>(args.op) : 0);
   mix(has_root(op) ? static_cast<uint64_t>(args.root) : 0);
-  for (char c : algorithm) mix(static_cast<unsigned char>(c));
+  mix(algorithm.size());
+  for (size_t at = 0; at < algorithm.size(); at += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, algorithm.data() + at, std::min<size_t>(8, algorithm.size() - at));
+    mix(word);
+  }
   const auto folded = static_cast<uint32_t>(hash ^ (hash >> 32));
   return folded == 0 ? 1 : folded;
 }

@@ -320,12 +320,18 @@ class ShmTransport final : public Transport {
       fail(Status::transport, "shm: shm_open(/dev/shm", segment_name_, ") failed: ", errno_string(errno));
     }
     created_ = true;
-    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      const int err = errno;
+    // posix_fallocate, not just ftruncate: a tmpfs too small for the rings
+    // (a container's default /dev/shm is 64 MiB) must fail here, clearly,
+    // and not with SIGBUS on the first write to a page it cannot back.
+    const int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (err != 0) {
       close(fd);
       unlink_own_segment();
-      fail(Status::transport, "shm: sizing /dev/shm", segment_name_, " to ", bytes, " bytes failed: ",
-           errno_string(err), err == ENOSPC ? " (is /dev/shm large enough for ranks x ranks x ring bytes?)" : "");
+      fail(Status::transport, "shm: reserving ", bytes, " bytes for /dev/shm", segment_name_, " failed: ",
+           errno_string(err),
+           err == ENOSPC ? concat(" (each rank needs ranks x ", ring_bytes_,
+                                  " bytes of /dev/shm: enlarge it, e.g. docker --shm-size, or use CHORUS_TRANSPORT=ofi)")
+                         : std::string());
     }
     try {
       own_ = map_segment(fd, bytes, "own", segment_name_, -1);
@@ -481,7 +487,9 @@ class ShmTransport final : public Transport {
         tail += ring_bytes_ - offset;
         continue;
       }
-      if (record.kind != kMessage || record.bytes > max_eager_ || head - tail < record_bytes(record.bytes)) {
+      // Bounded by the ring, not by our eager limit: a peer may run with a
+      // larger CHORUS_EAGER_LIMIT, and the engine judges the message itself.
+      if (record.kind != kMessage || record.bytes > ring_bytes_ / 2 || head - tail < record_bytes(record.bytes)) {
         // Only a process writing where it must not can cause this; say so
         // instead of reading garbage as messages.
         tail = head;
