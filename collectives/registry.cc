@@ -10,12 +10,13 @@ namespace chorus::coll {
 
 namespace {
 
-const std::array<Algorithm, 11> kAlgorithms = {{
+const std::array<Algorithm, 12> kAlgorithms = {{
     {"ring", Collective::allreduce, allreduce_ring},
     {"tree", Collective::allreduce, allreduce_tree},
     {"recursive_doubling", Collective::allreduce, allreduce_recursive_doubling},
     {"binomial", Collective::broadcast, broadcast_binomial},
     {"pipelined", Collective::broadcast, broadcast_pipelined},
+    {"linear", Collective::broadcast, broadcast_linear},
     {"dissemination", Collective::barrier, barrier_dissemination},
     {"binomial", Collective::reduce, reduce_binomial},
     {"ring", Collective::allgather, allgather_ring},
@@ -38,6 +39,11 @@ constexpr size_t kPairAllreduceRingFrom = 128 * 1024;  // below: recursive doubl
 // pipelined chain at every measured size, 64 KiB to 16 MiB, on shm and tcp
 // (docs/performance.md, "Broadcast on 4 ranks").
 constexpr int kBroadcastBinomialUpToRanks = 4;
+// 3..8 ranks, below 32 KiB: the root sends to everyone (one hop). It beat
+// binomial at every size below 32 KiB on 4 and 8 ranks, shm and tcp, by
+// 1.3-2.4x (docs/performance.md, "Broadcast on 4 ranks").
+constexpr size_t kBroadcastLinearBelow = 32 * 1024;
+constexpr int kBroadcastLinearUpToRanks = 8;
 constexpr int kAnyRanks = 1 << 30;
 
 struct Rule {
@@ -50,9 +56,10 @@ struct Rule {
 };
 
 // The first rule that matches wins.
-const std::array<Rule, 13> kRules = {{
+const std::array<Rule, 14> kRules = {{
     {Collective::allreduce, 0, kPairAllreduceRingFrom, 2, 2, "recursive_doubling"},
     {Collective::allreduce, kPairAllreduceRingFrom, SIZE_MAX, 2, 2, "ring"},
+    {Collective::broadcast, 0, kBroadcastLinearBelow, 3, kBroadcastLinearUpToRanks, "linear"},
     {Collective::broadcast, 0, SIZE_MAX, 2, kBroadcastBinomialUpToRanks, "binomial"},
     {Collective::allreduce, 0, kAllreduceLatencyBound, 2, kAnyRanks, "recursive_doubling"},
     {Collective::allreduce, kAllreduceLatencyBound, kAllreduceTreeBound, 2, kAnyRanks, "tree"},
@@ -97,10 +104,17 @@ const Algorithm* find(Collective op, std::string_view name) {
 }
 
 const Algorithm& select(Collective op, size_t bytes, int ranks) {
-  for (const Rule& rule : kRules) {
+  // Every call selects: the rules' names are looked up once, not per call.
+  static const std::array<const Algorithm*, kRules.size()> resolved = [] {
+    std::array<const Algorithm*, kRules.size()> table{};
+    for (size_t i = 0; i < kRules.size(); ++i) table[i] = find(kRules[i].op, kRules[i].algorithm);
+    return table;
+  }();
+  for (size_t i = 0; i < kRules.size(); ++i) {
+    const Rule& rule = kRules[i];
     if (rule.op == op && bytes >= rule.min_bytes && bytes < rule.max_bytes && ranks >= rule.min_ranks &&
-        ranks <= rule.max_ranks) {
-      if (const Algorithm* algorithm = find(op, rule.algorithm)) return *algorithm;
+        ranks <= rule.max_ranks && resolved[i] != nullptr) {
+      return *resolved[i];
     }
   }
   // No rule (e.g. alltoall, or one rank): the op's first algorithm.

@@ -61,9 +61,10 @@ std::string this_hostname() {
 }
 
 // FNV-1a (64-bit) over the fields every rank must pass alike, a word per
-// field rather than a byte (this runs on every call: small collectives are
-// a few hundred nanoseconds); 0 is reserved for "not a collective".
-uint32_t call_digest(Collective op, const coll::Args& args, std::string_view algorithm) {
+// field, the algorithm by its precomputed name hash (this runs on every call:
+// small collectives take a few hundred nanoseconds); 0 is reserved for "not a
+// collective".
+uint32_t call_digest(Collective op, const coll::Args& args, const coll::Algorithm& algorithm) {
   uint64_t hash = 14695981039346656037ull;
   auto mix = [&](uint64_t value) { hash = (hash ^ value) * 1099511628211ull; };
   mix(static_cast<uint64_t>(op));
@@ -71,12 +72,7 @@ uint32_t call_digest(Collective op, const coll::Args& args, std::string_view alg
   mix(static_cast<uint64_t>(args.dtype));
   mix(is_reduction(op) ? static_cast<uint64_t>(args.op) : 0);
   mix(has_root(op) ? static_cast<uint64_t>(args.root) : 0);
-  mix(algorithm.size());
-  for (size_t at = 0; at < algorithm.size(); at += 8) {
-    uint64_t word = 0;
-    std::memcpy(&word, algorithm.data() + at, std::min<size_t>(8, algorithm.size() - at));
-    mix(word);
-  }
+  mix(algorithm.hash);
   const auto folded = static_cast<uint32_t>(hash ^ (hash >> 32));
   return folded == 0 ? 1 : folded;
 }
@@ -365,7 +361,7 @@ void CommunicatorImpl::run_locked(Collective op, const coll::Args& user_args) {
   }
   const uint64_t tag_base = context_bits(context_id_) | ((sequence_++ & 0xffffffffu) << 16);
   coll::Context context(*session_->engine, engine_ranks_, rank(), tag_base, scratch_, tuning_,
-                        call_digest(op, args, algorithm.name));
+                        call_digest(op, args, algorithm));
   guarded(to_string(op).data(), [&] {
     try {
       algorithm.run(context, args);

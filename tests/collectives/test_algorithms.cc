@@ -218,7 +218,11 @@ TEST(Selection, TableCoversEveryCollective) {
   EXPECT_EQ(coll::select(Collective::allreduce, 8, 4).name, "recursive_doubling");
   EXPECT_EQ(coll::select(Collective::allreduce, 64 * 1024, 4).name, "tree");
   EXPECT_EQ(coll::select(Collective::allreduce, 4 << 20, 4).name, "ring");
-  EXPECT_EQ(coll::select(Collective::broadcast, 8, 4).name, "binomial");
+  EXPECT_EQ(coll::select(Collective::broadcast, 8, 4).name, "linear");  // measured: 3..8 ranks below 32 KiB
+  EXPECT_EQ(coll::select(Collective::broadcast, 32 * 1024 - 1, 8).name, "linear");
+  EXPECT_EQ(coll::select(Collective::broadcast, 32 * 1024, 4).name, "binomial");
+  EXPECT_EQ(coll::select(Collective::broadcast, 8, 9).name, "binomial");
+  EXPECT_EQ(coll::select(Collective::broadcast, 8, 2).name, "binomial");
   EXPECT_EQ(coll::select(Collective::broadcast, 4 << 20, 4).name, "binomial");  // measured: up to 4 ranks
   EXPECT_EQ(coll::select(Collective::broadcast, 4 << 20, 5).name, "pipelined");
   // Two ranks have their own rows (measured, docs/performance.md): no tree, no chain.

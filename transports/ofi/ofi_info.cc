@@ -5,6 +5,7 @@
 
 #include <rdma/fi_errno.h>
 
+#include <cstdlib>
 #include <set>
 
 namespace chorus::transport::ofi {
@@ -53,6 +54,12 @@ InfoPtr choose_provider(const std::string& provider, bool all_ranks_on_one_host)
   // single-host job belongs on loopback.
   const bool socket_provider = provider.find("tcp") != std::string::npos || provider.find("sockets") != std::string::npos;
   const char* node = (all_ranks_on_one_host && socket_provider && std::getenv("FI_TCP_IFACE") == nullptr) ? "127.0.0.1" : nullptr;
+  // rxm over tcp: let tcp's own RDM protocol carry the traffic (rxm's
+  // passthrough mode). Measured on loopback, 2 ranks: a 16 KiB allreduce
+  // 44 -> 15 us, 4 B ~10 % faster; the matrix and the fault trials pass with
+  // it (docs/transport-ofi.md). Only a default (a value the user set wins),
+  // and libfabric reads it at its first fi_getinfo, which this is.
+  if (provider.rfind("tcp", 0) == 0) setenv("FI_OFI_RXM_ENABLE_PASSTHRU", "1", 0);
   fi_info* list = nullptr;
   int ret = fi_getinfo(kApiVersion, node, nullptr, node != nullptr ? FI_SOURCE : 0, hints.get(), &list);
   if (ret == -FI_ENODATA || list == nullptr) {

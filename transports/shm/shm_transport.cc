@@ -24,18 +24,32 @@ namespace chorus::transport {
 namespace {
 
 constexpr uint64_t kSegmentMagic = 0x43484f5255534d31ull;  // "CHORUSM1"
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;
 constexpr size_t kCacheLine = 64;
-constexpr size_t kRecordAlign = 16;
+// Records start on cache lines: a small message and its header are one line,
+// so the receiver sees it with one cache miss.
+constexpr size_t kRecordAlign = kCacheLine;
+constexpr size_t kRecordHeaderBytes = 16;
 
-// Record in a ring: this header, then `bytes` of message, padded to 16.
+// Record in a ring: this header, then `bytes` of message, padded to a line.
+// `sequence` is the record's absolute ring offset + 1 (never 0), stored last
+// with release: the receiver polls it at its tail, so no separate head
+// counter (and no second cache line) is needed. The receiver zeroes the
+// first word of every line it consumed before giving the space back, so a
+// line start holds either 0 or a header written in the current lap; stale
+// bytes can never pass for a record.
 struct RecordHeader {
+  uint64_t sequence;
   uint32_t bytes;
   uint32_t kind;  // kMessage, or kWrap: the rest of the ring up to its end is unused
 };
 constexpr uint32_t kMessage = 1;
 constexpr uint32_t kWrap = 2;
-static_assert(sizeof(RecordHeader) <= kRecordAlign);
+static_assert(sizeof(RecordHeader) == kRecordHeaderBytes);
+
+std::atomic_ref<uint64_t> sequence_of(uint8_t* record) {
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(record));
+}
 
 // Start of every segment. `owner_address` is where the owner mapped this
 // header, so a peer can check with one process_vm_readv that it may read the
@@ -51,13 +65,12 @@ struct SegmentHeader {
 };
 static_assert(sizeof(SegmentHeader) <= kCacheLine);
 
-// Head and tail on lines of their own: the sender writes one, the receiver
-// the other, and neither line bounces for the other's writes.
+// The receiver's progress, on a line of its own: written by the receiver
+// after each batch, read by the sender only when the ring looks full.
 struct RingControl {
-  alignas(kCacheLine) std::atomic<uint64_t> head;  // bytes written, by the sender
   alignas(kCacheLine) std::atomic<uint64_t> tail;  // bytes consumed, by the receiver
 };
-static_assert(sizeof(RingControl) == 2 * kCacheLine);
+static_assert(sizeof(RingControl) == kCacheLine);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 size_t round_up(size_t value, size_t to) { return (value + to - 1) / to * to; }
@@ -132,7 +145,7 @@ class ShmRegion final : public MemoryRegion {
 struct Outbound {
   RingControl* control = nullptr;
   uint8_t* ring = nullptr;
-  uint64_t head = 0;
+  uint64_t head = 0;        // bytes written (ours alone: the receiver polls the records)
   uint64_t known_tail = 0;  // last tail read; refreshed only when the ring looks full
   std::deque<std::vector<uint8_t>> waiting;  // accepted but not yet in the ring, in order
 };
@@ -142,6 +155,7 @@ struct Peer {
   pid_t pid = 0;
   Outbound out;
   uint64_t in_tail = 0;  // consumed bytes of the ring this peer writes into ours
+  bool in_broken = false;  // that ring held a malformed record: not read again
 };
 
 struct ReadFailure {
@@ -271,7 +285,9 @@ class ShmTransport final : public Transport {
     int events = 0;
     if (waiting_messages_ != 0) events += push_waiting();
     for (int sender = 0; sender < size_; ++sender) {
-      if (sender != rank_ || sent_to_self_) events += drain_ring(sender, sink);
+      if ((sender != rank_ || sent_to_self_) && !peers_[static_cast<size_t>(sender)].in_broken) {
+        events += drain_ring(sender, sink);
+      }
     }
     if (!finished_reads_.empty() || !read_failures_.empty()) events += report_reads(sink);
     if (!unlinked_) unlink_when_everyone_attached();
@@ -286,23 +302,24 @@ class ShmTransport final : public Transport {
     if (peer < 0 || peer >= size_ || !connected_) return {};
     const Peer& state = peers_[static_cast<size_t>(peer)];
     const uint64_t unread_by_peer = state.out.head - state.out.control->tail.load(std::memory_order_acquire);
-    const uint64_t unread_here = own_.control(peer)->head.load(std::memory_order_acquire) - state.in_tail;
     return concat("shm: pid ", state.pid, ", ", unread_by_peer, " bytes sent and not yet read by the peer, ",
-                  state.out.waiting.size(), " messages waiting for ring space, ", unread_here,
-                  " bytes from it not yet read here");
+                  state.out.waiting.size(), " messages waiting for ring space, ", state.in_tail,
+                  " bytes read from it so far");
   }
 
   MemoryUse memory_use() const override {
     MemoryUse use;
     use.per_peer = ring_bytes_ + sizeof(RingControl) + sizeof(Peer);
     use.shared = rings_offset(size_);
-    use.detail = concat("inbound ring ", ring_bytes_, " B and its head/tail ", sizeof(RingControl),
+    use.detail = concat("inbound ring ", ring_bytes_, " B and its tail ", sizeof(RingControl),
                         " B in our segment, peer state ", sizeof(Peer), " B");
     return use;
   }
 
  private:
-  static size_t record_bytes(size_t message_bytes) { return round_up(kRecordAlign + message_bytes, kRecordAlign); }
+  static size_t record_bytes(size_t message_bytes) {
+    return round_up(kRecordHeaderBytes + message_bytes, kRecordAlign);
+  }
 
   void check_peer(int peer, const char* what) const {
     if (peer < 0 || peer >= size_) fail(Status::internal, "shm: ", what, " rank ", peer, " of ", size_);
@@ -447,16 +464,32 @@ class ShmTransport final : public Transport {
       if (out.head + wrap + need - out.known_tail > ring_bytes_) return false;
     }
     if (wrap != 0) {
-      new (out.ring + offset) RecordHeader{0, kWrap};
+      publish(out.ring + offset, out.head, 0, kWrap);
       out.head += wrap;
     }
     uint8_t* record = out.ring + (out.head & (ring_bytes_ - 1));
-    new (record) RecordHeader{static_cast<uint32_t>(message), kMessage};
-    if (header_bytes != 0) std::memcpy(record + kRecordAlign, header, header_bytes);
-    if (payload_bytes != 0) std::memcpy(record + kRecordAlign + header_bytes, payload, payload_bytes);
+    if (header_bytes != 0) std::memcpy(record + kRecordHeaderBytes, header, header_bytes);
+    if (payload_bytes != 0) std::memcpy(record + kRecordHeaderBytes + header_bytes, payload, payload_bytes);
+    publish(record, out.head, static_cast<uint32_t>(message), kMessage);
     out.head += need;
-    out.control->head.store(out.head, std::memory_order_release);
     return true;
+  }
+
+  // Writes a record's header; its sequence last, with release, so the
+  // receiver that sees it sees everything written before.
+  static void publish(uint8_t* record, uint64_t offset, uint32_t bytes, uint32_t kind) {
+    std::memcpy(record + sizeof(uint64_t), &bytes, sizeof bytes);
+    std::memcpy(record + sizeof(uint64_t) + sizeof bytes, &kind, sizeof kind);
+    sequence_of(record).store(offset + 1, std::memory_order_release);
+  }
+
+  // Gives consumed space back: zero the first word of each of its lines
+  // (see RecordHeader), then let the sender see the new tail.
+  void clear_lines(uint8_t* ring, uint64_t from, uint64_t bytes) const {
+    const size_t start = from & (ring_bytes_ - 1);
+    for (size_t line = 0; line < bytes; line += kCacheLine) {
+      sequence_of(ring + start + line).store(0, std::memory_order_relaxed);
+    }
   }
 
   int push_waiting() {
@@ -473,40 +506,40 @@ class ShmTransport final : public Transport {
   }
 
   int drain_ring(int sender, Sink& sink) {
-    RingControl* control = own_.control(sender);
-    const uint64_t head = control->head.load(std::memory_order_acquire);
     uint64_t& tail = peers_[static_cast<size_t>(sender)].in_tail;
-    if (head == tail) return 0;
-    const uint8_t* ring = own_.ring(sender, ring_bytes_);
+    uint8_t* ring = own_.ring(sender, ring_bytes_);
     int delivered = 0;
-    while (tail != head) {
+    const uint64_t first = tail;
+    for (;;) {
       const size_t offset = tail & (ring_bytes_ - 1);
+      uint8_t* at = ring + offset;
+      if (sequence_of(at).load(std::memory_order_acquire) != tail + 1) break;  // not written yet
       RecordHeader record;
-      std::memcpy(&record, ring + offset, sizeof record);
+      std::memcpy(&record, at, sizeof record);
       if (record.kind == kWrap) {
+        sequence_of(at).store(0, std::memory_order_relaxed);
         tail += ring_bytes_ - offset;
         continue;
       }
-      // Bounded by the ring, not by our eager limit: a peer may run with a
-      // larger CHORUS_EAGER_LIMIT, and the engine judges the message itself.
-      if (record.kind != kMessage || record.bytes > ring_bytes_ / 2 || head - tail < record_bytes(record.bytes)) {
+      if (record.kind != kMessage || record.bytes > ring_bytes_ / 2 || offset + record_bytes(record.bytes) > ring_bytes_) {
         // Only a process writing where it must not can cause this; say so
-        // instead of reading garbage as messages.
-        tail = head;
-        control->tail.store(tail, std::memory_order_release);
+        // instead of reading garbage as messages. The ring is not used again.
+        peers_[static_cast<size_t>(sender)].in_broken = true;
+        ++delivered;
         sink.on_error(0, sender,
                       Error(Status::transport,
                             concat("shm: ring from rank ", sender, " holds a malformed record (kind ", record.kind,
                                    ", ", record.bytes, " bytes) at offset ", offset),
                             sender));
-        return delivered + 1;
+        break;
       }
-      sink.on_eager(sender, ring + offset + kRecordAlign, record.bytes);
+      sink.on_eager(sender, at + kRecordHeaderBytes, record.bytes);
+      clear_lines(ring, tail, record_bytes(record.bytes));
       tail += record_bytes(record.bytes);
       ++delivered;
     }
-    // Released only after the sink is done with the bytes.
-    control->tail.store(tail, std::memory_order_release);
+    // Released only after the sink is done with the bytes and the lines are clear.
+    if (tail != first) own_.control(sender)->tail.store(tail, std::memory_order_release);
     return delivered;
   }
 
