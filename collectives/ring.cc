@@ -33,18 +33,17 @@ struct Ring {
   int right() const { return mod(ctx.rank() + 1, n()); }
   int left() const { return mod(ctx.rank() - 1, n()); }
   Chunks chunks(int block) const { return {blocks.size(static_cast<size_t>(block)), chunk_elements(ctx, element_size)}; }
-  uint8_t* chunk_at(int block, const Chunks& ch, size_t k) const {
-    return at(data, blocks.offset(static_cast<size_t>(block)) + ch.offset(k), element_size);
+  // Chunk k of `block` in a buffer laid out like `data` (data or source).
+  const uint8_t* chunk_in(const void* base, int block, const Chunks& ch, size_t k) const {
+    return at(base, blocks.offset(static_cast<size_t>(block)) + ch.offset(k), element_size);
   }
-  const uint8_t* source_chunk_at(int block, const Chunks& ch, size_t k) const {
-    return at(source, blocks.offset(static_cast<size_t>(block)) + ch.offset(k), element_size);
+  uint8_t* chunk_at(int block, const Chunks& ch, size_t k) const {
+    return const_cast<uint8_t*>(chunk_in(data, block, ch, k));
   }
   void send_block(const void* base, int block, uint32_t step) {
     Chunks ch = chunks(block);
     for (size_t k = 0; k < ch.count(); ++k) {
-      sends.push_back(ctx.isend(right(), step, at(base, blocks.offset(static_cast<size_t>(block)) + ch.offset(k),
-                                                  element_size),
-                                ch.size(k) * element_size));
+      sends.push_back(ctx.isend(right(), step, chunk_in(base, block, ch, k), ch.size(k) * element_size));
     }
   }
 
@@ -75,7 +74,7 @@ struct Ring {
       void* buffer = ctx.scratch(s % 2, blocks.largest() * element_size);
       for (size_t k = 0; k < ch.count(); ++k) {
         ctx.wait(recvs[s % 2][k]);
-        reduce_into(chunk_at(block, ch, k), source_chunk_at(block, ch, k), at(buffer, ch.offset(k), element_size),
+        reduce_into(chunk_at(block, ch, k), chunk_in(source, block, ch, k), at(buffer, ch.offset(k), element_size),
                     ch.size(k), dtype, op);
         if (s + 1 <= n() - 2) {
           sends.push_back(ctx.isend(right(), step_base + static_cast<uint32_t>(s + 1), chunk_at(block, ch, k),

@@ -25,7 +25,6 @@ constexpr int kEmptyPollsPerClockRead = 32;
 
 // Request slots are recycled; the generation tells a stale handle (or a stale
 // FIN/read completion) from the slot's current occupant.
-// allocate() resets every field one by one: a new field must be reset there.
 struct Slot {
   enum class Kind : uint8_t { send, recv };
   enum class State : uint8_t { free, posted, awaiting_fin, reading, done, failed };
@@ -48,6 +47,29 @@ struct Slot {
   size_t read_total = 0;
   size_t read_next = 0;
   int reads_outstanding = 0;
+
+  // Takes the slot for a new request: every field but the generation back to
+  // its initial value, field by field (assigning a fresh Slot costs more
+  // than the rest of a small send). A new field must be reset here too.
+  void reuse(Kind new_kind, int new_peer, Tag new_tag) {
+    ++generation;
+    kind = new_kind;
+    state = State::free;
+    peer = new_peer;
+    tag = new_tag;
+    tag_mask = kExactTag;
+    call_check = 0;
+    buffer = nullptr;
+    capacity = 0;
+    result = Completion{};
+    error.reset();
+    registration.reset();
+    remote = transport::RemoteBuffer{};
+    remote_send_id = 0;
+    read_total = 0;
+    read_next = 0;
+    reads_outstanding = 0;
+  }
 };
 
 // A message that arrived before its receive was posted.
@@ -294,27 +316,8 @@ class Engine::Impl final : public transport::Sink {
       slots_.emplace_back();
     }
     Slot& slot = slots_[index];
-    // Field by field: assigning a whole fresh Slot costs more than the rest
-    // of a small send.
-    ++slot.generation;
-    slot.state = Slot::State::free;
-    slot.tag_mask = kExactTag;
-    slot.call_check = 0;
-    slot.buffer = nullptr;
-    slot.capacity = 0;
-    slot.result = Completion{};
-    slot.error.reset();
-    slot.registration.reset();
-    slot.remote = transport::RemoteBuffer{};
-    slot.remote_send_id = 0;
-    slot.read_total = 0;
-    slot.read_next = 0;
-    slot.reads_outstanding = 0;
-    const uint32_t generation = slot.generation;
-    slot.kind = kind;
-    slot.peer = peer;
-    slot.tag = tag;
-    return {Request{index, generation}, slot};
+    slot.reuse(kind, peer, tag);
+    return {Request{index, slot.generation}, slot};
   }
 
   Slot& lookup(const Request& request) {

@@ -2,19 +2,19 @@
 # Acceptance: kill -9 of one rank in the middle of a long benchmark makes
 # chorusrun exit non-zero within --timeout, name the rank, and leave no
 # chorus process behind.
-#   kill_rank_mid_benchmark.sh CHORUSRUN CHORUS_BENCH PROVIDER
-# PROVIDER is a libfabric provider, or native-shm for chorus' own transport.
+#   kill_rank_mid_benchmark.sh CHORUSRUN CHORUS_BENCH NAME [CHORUSRUN ARGS...]
+# NAME labels the result; the arguments choose the transport (e.g.
+# --transport shm, or --transport ofi --ofi-provider 'tcp;ofi_rxm').
 set -uo pipefail
-chorusrun=$1 bench=$2 provider=$3
-transport=(-x CHORUS_TRANSPORT=ofi -x CHORUS_OFI_PROVIDER="$provider")
-[ "$provider" != native-shm ] || transport=(-x CHORUS_TRANSPORT=shm)
+chorusrun=$1 bench=$2 name=$3
+shift 3
 timeout_seconds=20
 ranks=4
 victim=2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-FI_TCP_IFACE=lo "$chorusrun" -n $ranks --timeout $timeout_seconds "${transport[@]}" \
+FI_TCP_IFACE=lo "$chorusrun" -n $ranks --timeout $timeout_seconds "$@" \
   "$bench" --op allreduce --min-bytes 1M --max-bytes 16M --iters 100000 --warmup 1 >"$log" 2>&1 &
 launcher=$!
 
@@ -52,4 +52,4 @@ left=""
 for pid in $pids; do [ -d /proc/$pid ] && [ "$(cat /proc/$pid/stat 2>/dev/null | awk '{print $3}')" != Z ] && left="$left $pid"; done
 [ -z "$left" ] || { echo "FAIL: processes left:$left"; failures=1; }
 if [ $failures -ne 0 ]; then echo "--- output"; tail -n 30 "$log"; exit 1; fi
-echo "kill_rank_mid_benchmark: OK ($provider)"
+echo "kill_rank_mid_benchmark: OK ($name)"
