@@ -1,4 +1,4 @@
-// Collective algorithms over the P2P engine (DESIGN.md §7).
+// Collective algorithms over the P2P engine (docs/algorithms.md).
 //
 // Each algorithm lives in its own file (collectives/<op>_<name>.cc) with a
 // comment block giving its steps, bytes on the wire and when it wins, and
@@ -61,18 +61,29 @@ class Scratch {
   Buffer buffers_[4];
 };
 
+// How an algorithm waits. Blocking calls wait in the engine's progress loop
+// (the default, no Suspender); a non-blocking call runs its algorithm on a
+// fiber whose Suspender gives the thread back until the request is done
+// (src/nonblocking/), so the same algorithm code serves both.
+class Suspender {
+ public:
+  virtual ~Suspender() = default;
+  virtual void wait(p2p::Engine& engine, p2p::Request& request) = 0;
+};
+
 // What an algorithm sees: ranks 0..size-1 of its communicator, tagged
 // point-to-point, waits, scratch and tuning. Steps are distinct message
-// tags inside one collective call (0..65535); messages with the same step
-// between the same pair of ranks match in order.
+// tags inside one collective call (0..CallTag::kMaxStep: a larger step
+// throws); messages with the same step between the same pair of ranks match
+// in order.
 class Context {
  public:
   // `call_check` is a digest of the call's arguments and algorithm; it rides
   // on every message so a rank whose call differs is told so, not fed data.
-  Context(p2p::Engine& engine, std::span<const int> engine_ranks, int rank, uint64_t tag_base, Scratch& scratch,
-          const Tuning& tuning, uint32_t call_check = 0)
-      : engine_(engine), engine_ranks_(engine_ranks), rank_(rank), tag_base_(tag_base), scratch_(scratch),
-        tuning_(tuning), call_check_(call_check) {}
+  Context(p2p::Engine& engine, std::span<const int> engine_ranks, int rank, p2p::CallTag call, Scratch& scratch,
+          const Tuning& tuning, uint32_t call_check = 0, Suspender* suspender = nullptr)
+      : engine_(engine), engine_ranks_(engine_ranks), rank_(rank), call_(call), scratch_(scratch), tuning_(tuning),
+        call_check_(call_check), suspender_(suspender) {}
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(engine_ranks_.size()); }
@@ -84,10 +95,21 @@ class Context {
   }
   p2p::Request irecv(int from, uint32_t step, void* buf, size_t bytes) {
     return engine_.irecv(engine_ranks_[static_cast<size_t>(from)], tag(step), buf, bytes, p2p::kExactTag,
-                         call_check_);
+                         p2p::CallCheck{call_check_, p2p::CallTag::kCallMask});
   }
-  void wait(p2p::Request& request) { engine_.wait(request); }
-  void wait_all(std::span<p2p::Request> requests) { engine_.wait_all(requests); }
+  void wait(p2p::Request& request) {
+    if (suspender_ == nullptr) {
+      engine_.wait(request);
+    } else {
+      suspender_->wait(engine_, request);
+    }
+  }
+  void wait_all(std::span<p2p::Request> requests) {
+    if (suspender_ == nullptr) return engine_.wait_all(requests);
+    for (p2p::Request& request : requests) {
+      if (request.valid()) suspender_->wait(engine_, request);
+    }
+  }
   // Blocking exchange: send to `to` and receive from `from` concurrently.
   void sendrecv(int to, const void* send, size_t send_bytes, int from, void* recv, size_t recv_bytes,
                 uint32_t step) {
@@ -96,15 +118,16 @@ class Context {
   }
 
  private:
-  p2p::Tag tag(uint32_t step) const { return tag_base_ | (step & 0xffffu); }
+  p2p::Tag tag(uint32_t step) const { return call_.step(step); }
 
   p2p::Engine& engine_;
   std::span<const int> engine_ranks_;
   int rank_;
-  uint64_t tag_base_;
+  p2p::CallTag call_;
   Scratch& scratch_;
   const Tuning& tuning_;
   uint32_t call_check_;
+  Suspender* suspender_;
 };
 
 using AlgorithmFn = void (*)(Context& ctx, const Args& args);

@@ -15,22 +15,8 @@ namespace chorus {
 
 namespace {
 
-// Tag layout (p2p::Tag, 64 bits):
-//   collectives:    0 | context id (15) | call sequence (32) | step (16)
-//   point-to-point: 1 | context id (15) | unused (17)        | user tag (31)
-// The context id (0 = world, then one per split/dup) keeps communicators that
-// share the engine apart; the sequence keeps consecutive collectives apart.
-constexpr uint64_t kUserTagBit = uint64_t{1} << 63;
-constexpr int kContextShift = 48;
-constexpr int kMaxUserTag = 0x7fffffff;
-// A receive for any tag compares everything but the user tag.
-constexpr p2p::Tag kAnyUserTagMask = ~p2p::Tag{kMaxUserTag};
-
-uint64_t context_bits(uint32_t context_id) { return static_cast<uint64_t>(context_id) << kContextShift; }
-
-p2p::Tag user_tag(uint32_t context_id, int tag) {
-  return kUserTagBit | context_bits(context_id) | static_cast<uint64_t>(tag);
-}
+// Tags are built by p2p::CallTag (src/p2p/call_tag.hpp), their one owner.
+constexpr int kMaxUserTag = p2p::CallTag::kMaxUserTag;
 
 const char* env_name_for(Collective op) {
   static constexpr const char* names[] = {"CHORUS_ALGO_ALLREDUCE", "CHORUS_ALGO_BROADCAST",
@@ -116,24 +102,6 @@ std::string describe_record(const CallRecord& r) {
 
 }  // namespace
 
-class CommunicatorImpl::CallScope {
- public:
-  CallScope(CommunicatorImpl& comm, const char* what) : comm_(comm) {
-    const char* busy = nullptr;
-    if (!comm.active_call_.compare_exchange_strong(busy, what)) {
-      // Not sticky: the call already in progress is unaffected.
-      fail(Status::invalid_argument, what, " on rank ", comm.rank_, " was called while another thread is inside ", busy,
-           " on the same communicator; calls on one communicator must not overlap (chorus serializes, it does not "
-           "reorder: give each thread its own communicator with dup())");
-    }
-  }
-  ~CallScope() { comm_.active_call_.store(nullptr); }
-  CallScope(const CallScope&) = delete;
-  CallScope& operator=(const CallScope&) = delete;
-
- private:
-  CommunicatorImpl& comm_;
-};
 
 size_t payload_bytes(Collective op, const coll::Args& args, int size) {
   size_t bytes = args.count * datatype_size(args.dtype);
@@ -253,22 +221,6 @@ void CommunicatorImpl::check_usable() const {
   }
 }
 
-template <class Body>
-void CommunicatorImpl::guarded(const char* what, Body&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    std::optional<Error> cause = launcher_report(e);
-    const int peer = e.peer() >= 0 || !cause ? e.peer() : cause->peer();
-    sticky_error_ = Error(e.status(), concat(what, " on rank ", rank_, " failed: ", e.what(),
-                                             cause ? concat("; ", cause->what()) : std::string()),
-                          peer);
-    throw *sticky_error_;
-  } catch (const std::exception& e) {
-    sticky_error_ = Error(Status::internal, concat(what, " on rank ", rank_, " failed: ", e.what()));
-    throw *sticky_error_;
-  }
-}
 
 // What chorusrun recorded in the store about the first rank that failed
 // (its death or stop), as an error naming that rank; nullopt if nothing.
@@ -339,7 +291,7 @@ void CommunicatorImpl::run_single_rank(Collective op, const coll::Args& args) {
 
 void CommunicatorImpl::run(Collective op, const coll::Args& args) {
   CallScope scope(*this, to_string(op).data());
-  std::lock_guard<std::mutex> lock(session_->mutex);
+  std::lock_guard lock(session_->mutex);
   check_usable();
   run_locked(op, args);
 }
@@ -347,28 +299,43 @@ void CommunicatorImpl::run(Collective op, const coll::Args& args) {
 void CommunicatorImpl::run_locked(Collective op, const coll::Args& user_args) {
   validate(op, user_args);
   if (size() == 1) return run_single_rank(op, user_args);
-  const coll::Algorithm& algorithm = choose(op, payload_bytes(op, user_args, size()));
-  if (session_->settings.check_calls) {
-    // Before the count == 0 shortcut: a rank passing 0 where others do not is a mismatch too.
-    guarded(to_string(op).data(), [&] { verify_same_call(record_of(op, user_args, algorithm)); });
-  }
-  if (op != Collective::barrier && user_args.count == 0) return;
+  execute(prepare(op, user_args, scratch_), scratch_, nullptr);
+}
 
-  coll::Args args = user_args;
-  if (op == Collective::reduce && args.recv == nullptr) {
+PreparedCall CommunicatorImpl::prepare(Collective op, const coll::Args& user_args, coll::Scratch& scratch) {
+  PreparedCall prepared;
+  prepared.op = op;
+  prepared.algorithm = &choose(op, payload_bytes(op, user_args, size()));
+  // Before the count == 0 shortcut: a rank passing 0 where others do not is a mismatch too.
+  if (session_->settings.check_calls) prepared.check_call = p2p::CallTag::collective(context_id_, sequence_++);
+  prepared.args = user_args;
+  if (op != Collective::barrier && user_args.count == 0) return prepared;
+  if (op == Collective::reduce && prepared.args.recv == nullptr) {
     // MPI lets non-roots pass no receive buffer; algorithms may still use one.
-    args.recv = scratch_.get(3, args.count * datatype_size(args.dtype));
+    prepared.args.recv = scratch.get(3, prepared.args.count * datatype_size(prepared.args.dtype));
   }
-  const uint64_t tag_base = context_bits(context_id_) | ((sequence_++ & 0xffffffffu) << 16);
-  coll::Context context(*session_->engine, engine_ranks_, rank(), tag_base, scratch_, tuning_,
-                        call_digest(op, args, algorithm));
-  guarded(to_string(op).data(), [&] {
+  prepared.call = p2p::CallTag::collective(context_id_, sequence_++);
+  prepared.digest = call_digest(op, prepared.args, *prepared.algorithm);
+  return prepared;
+}
+
+void CommunicatorImpl::execute(const PreparedCall& call, coll::Scratch& scratch, coll::Suspender* suspender) {
+  const char* name = to_string(call.op).data();
+  const coll::Algorithm& algorithm = *call.algorithm;
+  if (call.check_call) {
+    guarded(name, [&] {
+      verify_same_call(record_of(call.op, call.args, algorithm), *call.check_call, scratch, suspender);
+    });
+  }
+  if (!call.call) return;
+  coll::Context context(*session_->engine, engine_ranks_, rank(), *call.call, scratch, tuning_, call.digest, suspender);
+  guarded(name, [&] {
     try {
-      algorithm.run(context, args);
+      algorithm.run(context, call.args);
     } catch (const Error& e) {
       // The engine saw another call's digest or size: say what this rank called.
       if (e.status() != Status::invalid_argument && e.status() != Status::truncated) throw;
-      throw Error(e.status(), concat(e.what(), "; this rank called ", describe_call(op, args, algorithm.name)),
+      throw Error(e.status(), concat(e.what(), "; this rank called ", describe_call(call.op, call.args, algorithm.name)),
                   e.peer());
     }
   });
@@ -376,10 +343,10 @@ void CommunicatorImpl::run_locked(Collective op, const coll::Args& user_args) {
 
 // CHORUS_CHECK_CALLS: every rank learns every rank's call, so all of them
 // fail together, naming the ranks that differ, before any data moves.
-void CommunicatorImpl::verify_same_call(const CallRecord& mine) {
+void CommunicatorImpl::verify_same_call(const CallRecord& mine, p2p::CallTag call, coll::Scratch& scratch,
+                                        coll::Suspender* suspender) {
   std::vector<CallRecord> everyone(static_cast<size_t>(size()));
-  const uint64_t tag_base = context_bits(context_id_) | ((sequence_++ & 0xffffffffu) << 16);
-  coll::Context context(*session_->engine, engine_ranks_, rank(), tag_base, scratch_, tuning_);
+  coll::Context context(*session_->engine, engine_ranks_, rank(), call, scratch, tuning_, 0, suspender);
   coll::algorithms(Collective::allgather).front()->run(
       context, {&mine, everyone.data(), sizeof(CallRecord), DataType::uint8, ReduceOp::sum, 0});
   std::string differences;
@@ -396,30 +363,30 @@ void CommunicatorImpl::verify_same_call(const CallRecord& mine) {
 
 void CommunicatorImpl::send(const void* buf, size_t bytes, int peer, int tag) {
   CallScope scope(*this, "send");
-  std::lock_guard<std::mutex> lock(session_->mutex);
+  std::lock_guard lock(session_->mutex);
   check_usable();
   if (tag < 0 || tag > kMaxUserTag) fail(Status::invalid_argument, "send: tag ", tag, " outside 0..", kMaxUserTag);
   const int engine_peer = engine_rank_of(peer, "send");
   guarded("send", [&] {
-    auto request = session_->engine->isend(engine_peer, user_tag(context_id_, tag), buf, bytes);
+    auto request = session_->engine->isend(engine_peer, p2p::CallTag::point_to_point(context_id_, tag), buf, bytes);
     session_->engine->wait(request);
   });
 }
 
 Received CommunicatorImpl::recv(void* buf, size_t bytes, int peer, int tag) {
   CallScope scope(*this, "recv");
-  std::lock_guard<std::mutex> lock(session_->mutex);
+  std::lock_guard lock(session_->mutex);
   check_usable();
   if (tag != kAnyTag && (tag < 0 || tag > kMaxUserTag)) {
     fail(Status::invalid_argument, "recv: tag ", tag, " outside 0..", kMaxUserTag, " (or kAnyTag)");
   }
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "recv");
-  const p2p::Tag mask = tag == kAnyTag ? kAnyUserTagMask : p2p::kExactTag;
+  const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
   p2p::Completion done;
   std::optional<Error> truncated;
   guarded("recv", [&] {
     try {
-      auto request = session_->engine->irecv(engine_peer, user_tag(context_id_, tag == kAnyTag ? 0 : tag), buf, bytes,
+      auto request = session_->engine->irecv(engine_peer, p2p::CallTag::point_to_point(context_id_, tag == kAnyTag ? 0 : tag), buf, bytes,
                                              mask);
       done = session_->engine->wait(request);
     } catch (const Error& e) {
@@ -441,7 +408,7 @@ Received CommunicatorImpl::recv(void* buf, size_t bytes, int peer, int tag) {
 
 std::unique_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
   CallScope scope(*this, "split");
-  std::lock_guard<std::mutex> lock(session_->mutex);
+  std::lock_guard lock(session_->mutex);
   check_usable();
   // One allgather over this communicator tells every rank each rank's
   // (color, key) and lowest unused context id. The new context id is the
@@ -486,7 +453,7 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
 }
 
 void CommunicatorImpl::set_algorithm(Collective op, std::string_view name) {
-  std::lock_guard<std::mutex> lock(session_->mutex);
+  std::lock_guard lock(session_->mutex);
   if (static_cast<unsigned>(op) >= static_cast<unsigned>(kNumCollectives)) {
     fail(Status::invalid_argument, "set_algorithm: invalid collective value ", static_cast<int>(op));
   }
@@ -509,18 +476,29 @@ std::vector<std::string> CommunicatorImpl::algorithms(Collective op) const {
 }
 
 std::string CommunicatorImpl::selected_algorithm(Collective op, size_t bytes) const {
-  std::lock_guard<std::mutex> lock(session_->mutex);
+  std::lock_guard lock(session_->mutex);
   return std::string(choose(op, bytes).name);
 }
 
 void CommunicatorImpl::finalize() {
   if (!session_) return;  // construction failed before the session existed
-  std::lock_guard<std::mutex> lock(session_->mutex);
+  std::unique_lock lock(session_->mutex);
   if (finalized_) return;
+  // Operations still outstanding (detached requests, or never waited for)
+  // complete first: their buffers and scratch are in use until then. Their
+  // errors stay with them.
+  if (session_->progress) session_->progress->complete_all(lock, is_world() ? nullptr : this);
   finalized_ = true;
   if (!is_world()) return;  // split/dup: nothing to tear down; the session outlives it
   Session& session = *session_;
   session.closed = true;
+  if (session.progress) {
+    // The progress thread may be waiting for the lock: stop it without it.
+    std::unique_ptr<nb::Progress> progress = std::move(session.progress);
+    lock.unlock();
+    progress.reset();
+    lock.lock();
+  }
   std::optional<Error> failure;
   try {
     if (!sticky_error_ && session.bootstrap) leave_job();
@@ -534,6 +512,7 @@ void CommunicatorImpl::finalize() {
     session.engine->flush_sends(sticky_error_ || failure ? milliseconds(100) : milliseconds(0), milliseconds(1000));
   }
   scratch_.release_all();  // its registrations go with the engine
+  spare_scratch_.clear();
   session.engine.reset();
   session.transport.reset();
   session.bootstrap.reset();

@@ -13,9 +13,11 @@
 #include "bootstrap/store.hpp"
 #include "collectives/collectives.hpp"
 #include "common/config.hpp"
+#include "nonblocking/progress.hpp"
 #include "p2p/engine.hpp"
 #include "topology/placement.hpp"
 #include "transports/transport.hpp"
+#include "common/error.hpp"
 
 #include <chorus/chorus.hpp>
 
@@ -28,24 +30,45 @@
 namespace chorus {
 
 // Context id 0 is the world communicator; 1..kMaxContextId are handed out by
-// split/dup (15 bits of the tag, see communicator.cc).
-inline constexpr uint32_t kMaxContextId = 0x7fff;
+// split/dup (the tag's context bits, p2p::CallTag).
+inline constexpr uint32_t kMaxContextId = p2p::CallTag::kMaxContext;
 
 // One process' place in the job and its connections, shared by the world
 // communicator and every communicator split or duplicated from it. One
 // thread drives the engine at a time: every call on any of these
-// communicators holds `mutex`.
+// communicators, and the progress thread, holds `mutex`.
 struct Session {
   config::Settings settings;
   bootstrap::JobInfo job;
   std::unique_ptr<bootstrap::Bootstrap> bootstrap;
   std::unique_ptr<transport::Transport> transport;
-  std::unique_ptr<p2p::Engine> engine;  // declared last: destroyed first
-  uint32_t next_context_id = 1;         // lowest id this process has not used
-  bool closed = false;                  // the world communicator was finalized
-  std::mutex mutex;
+  std::unique_ptr<p2p::Engine> engine;
+  std::unique_ptr<nb::Progress> progress;  // after the engine: destroyed first
+  uint32_t next_context_id = 1;            // lowest id this process has not used
+  bool closed = false;                     // the world communicator was finalized
+  nb::DriverMutex mutex;
 
   std::optional<Error> launcher_failure();
+  // The non-blocking operations' progress, made with the first of them
+  // (under `mutex`).
+  nb::Progress& nonblocking();
+};
+
+// What a Request holds: the operation, and the session that advances it
+// (kept alive while a request may still wait).
+struct RequestState {
+  std::shared_ptr<Session> session;
+  std::shared_ptr<nb::Operation> operation;
+};
+
+// A collective call after validation and selection (CommunicatorImpl::prepare).
+struct PreparedCall {
+  Collective op{};
+  coll::Args args;
+  const coll::Algorithm* algorithm = nullptr;
+  std::optional<p2p::CallTag> check_call;  // CHORUS_CHECK_CALLS' exchange, if on
+  std::optional<p2p::CallTag> call;        // nullopt: nothing to move (count 0)
+  uint32_t digest = 0;
 };
 
 struct CallRecord;  // one rank's call, as CHORUS_CHECK_CALLS compares it
@@ -69,6 +92,12 @@ class CommunicatorImpl {
   void send(const void* buf, size_t bytes, int peer, int tag);
   // peer may be kAnySource and tag kAnyTag; returns what was received.
   Received recv(void* buf, size_t bytes, int peer, int tag);
+
+  // Non-blocking (communicator_nonblocking.cc): start the operation and
+  // return it; Progress completes it.
+  std::shared_ptr<RequestState> start(Collective op, const coll::Args& args);
+  std::shared_ptr<RequestState> start_send(const void* buf, size_t bytes, int peer, int tag);
+  std::shared_ptr<RequestState> start_recv(void* buf, size_t bytes, int peer, int tag);
 
   // Collective over this communicator (see Communicator::split). Returns
   // nullptr to ranks that passed a negative color.
@@ -96,7 +125,17 @@ class CommunicatorImpl {
   void validate(Collective op, const coll::Args& args) const;
   void run_locked(Collective op, const coll::Args& args);
   void run_single_rank(Collective op, const coll::Args& args);
-  void verify_same_call(const CallRecord& mine);
+  // Validation done: picks the algorithm and takes the call's sequence
+  // numbers (in call order, so every rank's calls line up); `scratch` serves
+  // a reduce's missing receive buffer.
+  PreparedCall prepare(Collective op, const coll::Args& user_args, coll::Scratch& scratch);
+  // Runs a prepared call; `suspender` is the fiber's (non-blocking) or null.
+  void execute(const PreparedCall& call, coll::Scratch& scratch, coll::Suspender* suspender);
+  void verify_same_call(const CallRecord& mine, p2p::CallTag call, coll::Scratch& scratch, coll::Suspender* suspender);
+  // Non-blocking helpers.
+  std::shared_ptr<RequestState> completed_request(const char* what) const;
+  std::unique_ptr<coll::Scratch> take_scratch();
+  void check_user_tag(const char* what, int tag, bool wildcard_allowed) const;
   const coll::Algorithm& choose(Collective op, size_t bytes) const;
   void set_members(std::vector<int> engine_ranks, int rank);
   int engine_rank_of(int peer, const char* what) const;
@@ -113,6 +152,7 @@ class CommunicatorImpl {
   std::vector<int> engine_ranks_;          // communicator rank -> engine rank
   std::vector<int> rank_of_engine_rank_;   // engine rank -> communicator rank, -1 if not a member
   coll::Scratch scratch_;
+  std::vector<std::unique_ptr<coll::Scratch>> spare_scratch_;  // for non-blocking calls, reused
   coll::Tuning tuning_;
   std::array<const coll::Algorithm*, kNumCollectives> forced_{};  // nullptr = table
   uint64_t sequence_ = 0;
@@ -120,6 +160,42 @@ class CommunicatorImpl {
   bool finalized_ = false;
   std::atomic<const char*> active_call_{nullptr};  // the call in progress, if any
 };
+
+class CommunicatorImpl::CallScope {
+ public:
+  CallScope(CommunicatorImpl& comm, const char* what) : comm_(comm) {
+    const char* busy = nullptr;
+    if (!comm.active_call_.compare_exchange_strong(busy, what)) {
+      // Not sticky: the call already in progress is unaffected.
+      chorus::fail(Status::invalid_argument, what, " on rank ", comm.rank_, " was called while another thread is inside ", busy,
+           " on the same communicator; calls on one communicator must not overlap (chorus serializes, it does not "
+           "reorder: give each thread its own communicator with dup())");
+    }
+  }
+  ~CallScope() { comm_.active_call_.store(nullptr); }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  CommunicatorImpl& comm_;
+};
+
+template <class Body>
+inline void CommunicatorImpl::guarded(const char* what, Body&& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    std::optional<Error> cause = launcher_report(e);
+    const int peer = e.peer() >= 0 || !cause ? e.peer() : cause->peer();
+    sticky_error_ = Error(e.status(), concat(what, " on rank ", rank_, " failed: ", e.what(),
+                                             cause ? concat("; ", cause->what()) : std::string()),
+                          peer);
+    throw *sticky_error_;
+  } catch (const std::exception& e) {
+    sticky_error_ = Error(Status::internal, concat(what, " on rank ", rank_, " failed: ", e.what()));
+    throw *sticky_error_;
+  }
+}
 
 // Bytes moved by one call, as the selection table measures them.
 size_t payload_bytes(Collective op, const coll::Args& args, int size);

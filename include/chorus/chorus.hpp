@@ -124,6 +124,58 @@ struct Received {
 };
 
 class CommunicatorImpl;
+struct RequestState;
+
+// An operation started by one of Communicator's i-calls (iallreduce, isend,
+// ...), as MPI_Request or a torch Work: the operation moves on by itself
+// (docs/nonblocking.md) and the buffers it was given belong to chorus until
+// wait() or test() reports it complete. Move-only. An empty Request (default
+// constructed, moved from, or already reported complete) waits for nothing.
+// Destroying a request that has not completed detaches it, as
+// MPI_Request_free does: the operation still completes, its buffers stay
+// chorus' until then, and an error it meets makes the communicator report
+// that error on its next call.
+class Request {
+ public:
+  Request() = default;
+  Request(Request&&) noexcept;
+  Request& operator=(Request&&) noexcept;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  ~Request();
+
+  // Blocks until the operation completes, progressing it (and every other
+  // outstanding operation of the process). Throws chorus::Error as the
+  // blocking call would (peer failed, timeout, truncation, mismatched
+  // calls); either way the request is then empty.
+  void wait();
+  // Progresses once; true (and the request empty) once the operation has
+  // completed, throwing its error if it failed.
+  bool test();
+  // True while the request holds an operation not yet reported complete.
+  bool active() const { return state_ != nullptr; }
+  // What the last completed receive got (irecv); {-1, -1, 0} otherwise.
+  const Received& received() const { return received_; }
+
+ private:
+  friend class Communicator;
+  friend size_t wait_any(std::span<Request> requests);
+  explicit Request(std::shared_ptr<RequestState> state);
+  std::shared_ptr<RequestState> state_;
+  Received received_;
+};
+
+// Waits for every request (errors: all are still waited for, the first is
+// then thrown). Returns when all are empty.
+void wait_all(std::span<Request> requests);
+// Waits until one active request completes and returns its index (the
+// request is then empty); requests.size() when none is active.
+size_t wait_any(std::span<Request> requests);
+// Progresses once; true when every request has completed (each is then
+// empty). The first error met is thrown after the others were tested.
+bool test_all(std::span<Request> requests);
+// Progresses once; the index of a request that has completed, if any.
+std::optional<size_t> test_any(std::span<Request> requests);
 
 class Communicator {
  public:
@@ -187,6 +239,30 @@ class Communicator {
   void alltoall(const T* send, T* recv, size_t count) {
     alltoall(send, recv, count, datatype_of<T>());
   }
+
+  // Non-blocking collectives: the same arguments and rules as the blocking
+  // calls; they start now and complete in wait()/test() (docs/nonblocking.md).
+  // Every rank starts a communicator's collectives, blocking and not, in the
+  // same order; they may complete, and be waited for, in any order.
+  [[nodiscard]] Request iallreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+  [[nodiscard]] Request ibroadcast(void* buf, size_t count, DataType dtype, int root);
+  [[nodiscard]] Request ibarrier();
+  [[nodiscard]] Request ireduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root);
+  [[nodiscard]] Request iallgather(const void* send, void* recv, size_t count, DataType dtype);
+  [[nodiscard]] Request ireduce_scatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+  [[nodiscard]] Request ialltoall(const void* send, void* recv, size_t count, DataType dtype);
+  template <class T>
+  [[nodiscard]] Request iallreduce(std::span<T> inout, ReduceOp op) {
+    return iallreduce(inout.data(), inout.data(), inout.size(), datatype_of<T>(), op);
+  }
+  template <class T>
+  [[nodiscard]] Request ibroadcast(std::span<T> buf, int root) {
+    return ibroadcast(buf.data(), buf.size(), datatype_of<T>(), root);
+  }
+
+  // Non-blocking point-to-point, as send/recv below.
+  [[nodiscard]] Request isend(const void* buf, size_t bytes, int peer, int tag);
+  [[nodiscard]] Request irecv(void* buf, size_t bytes, int peer, int tag);
 
   // Blocking point-to-point of raw bytes; tag in [0, 2^31). Messages between
   // two ranks with the same tag arrive in send order. recv takes a message of

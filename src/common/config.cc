@@ -164,6 +164,9 @@ const std::vector<VariableDoc>& variables() {
        "1: before every collective the ranks compare their calls (collective, count, datatype, op, root, "
        "algorithm) and all fail naming who differs; costs one small allgather per call (for debugging)"},
       {"CHORUS_SPIN_US", "50", "microseconds to busy-poll before blocking on the transport (0..1000000)"},
+      {"CHORUS_PROGRESS", "thread",
+       "thread: a progress thread advances non-blocking operations while the application computes; caller: only "
+       "inside chorus calls (docs/nonblocking.md)"},
       {"CHORUS_ALGO_<OP>", "auto",
        "force an algorithm for one collective, e.g. CHORUS_ALGO_ALLREDUCE=ring (chorus_info lists the names)"},
       {"CHORUS_LOG_LEVEL", "warn", "error, warn, info or debug"},
@@ -200,6 +203,7 @@ Settings Settings::from_env() {
   s.leave_pinned = env_bool("CHORUS_LEAVE_PINNED", s.leave_pinned);
   s.check_calls = env_bool("CHORUS_CHECK_CALLS", s.check_calls);
   s.spin = std::chrono::microseconds(env_int("CHORUS_SPIN_US", s.spin.count(), 0, 1000000));
+  s.progress = env_choice("CHORUS_PROGRESS", s.progress, {"thread", "caller"});
   s.transport = env_choice("CHORUS_TRANSPORT", s.transport, {"auto", "shm", "ofi", "verbs", "inproc"});
   if (auto provider = get("CHORUS_OFI_PROVIDER")) s.ofi_provider = *provider;
   VerbsSettings& v = s.verbs;

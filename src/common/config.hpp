@@ -73,6 +73,7 @@ struct Settings {
   bool leave_pinned = false;                                     // CHORUS_LEAVE_PINNED
   bool check_calls = false;                                      // CHORUS_CHECK_CALLS
   std::chrono::microseconds spin{std::chrono::microseconds(50)}; // CHORUS_SPIN_US
+  std::string progress = "thread";                               // CHORUS_PROGRESS: thread or caller
   std::string transport = "auto";                                // CHORUS_TRANSPORT
   std::string ofi_provider;                                      // CHORUS_OFI_PROVIDER ("" = auto)
   // Test hook CHORUS_TEST_OFI_STALL="RANK:N": on RANK, the N-th libfabric

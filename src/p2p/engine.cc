@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <utility>
 #include <optional>
 #include <vector>
 
@@ -35,7 +36,8 @@ struct Slot {
   int peer = 0;
   Tag tag = 0;
   Tag tag_mask = kExactTag;
-  uint32_t call_check = 0;  // receives: the collective call it belongs to (0: any)
+  CallCheck check;     // receives: the call it belongs to (digest 0: any)
+  uint32_t index = 0;  // its place in the engine's slot table (fixed)
   void* buffer = nullptr;
   size_t capacity = 0;
   Completion result;
@@ -58,7 +60,7 @@ struct Slot {
     peer = new_peer;
     tag = new_tag;
     tag_mask = kExactTag;
-    call_check = 0;
+    check = CallCheck{};
     buffer = nullptr;
     capacity = 0;
     result = Completion{};
@@ -74,7 +76,6 @@ struct Slot {
 
 // A message that arrived before its receive was posted.
 struct Unexpected {
-  int source;
   Tag tag;
   MessageType type;
   uint32_t call_check;
@@ -83,8 +84,11 @@ struct Unexpected {
   RtsBody rts{};                 // rendezvous only
 };
 
-bool tag_matches(Tag posted, Tag mask, Tag arrived) { return (posted & mask) == (arrived & mask); }
-bool same_call(Tag a, Tag b) { return (a >> kCallStepBits) == (b >> kCallStepBits); }
+// Both tags name the same call, on the bits the receive says name a call.
+bool same_call(const CallCheck& check, Tag posted, Tag arrived) {
+  return check.call_mask != 0 && tag_matches(posted, check.call_mask, arrived);
+}
+bool calls_differ(uint32_t posted, uint32_t arrived) { return posted != 0 && arrived != 0 && posted != arrived; }
 
 // Cores the local ranks can share. A rank pinned to a few CPUs (placement's
 // --bind=core, taskset, mpirun --bind-to core; a core may be 2 hardware
@@ -116,6 +120,8 @@ class Engine::Impl final : public transport::Sink {
         // With more ranks than cores, a spinning rank steals the core of the
         // peer it waits for: give the core away as soon as a poll is empty.
         oversubscribed_(static_cast<unsigned>(local_size) > usable_cpus(local_size)),
+        posted_(size),
+        unexpected_(size),
         peer_failures_(static_cast<size_t>(size)) {
     if (oversubscribed_) log::info("more local ranks (", local_size, ") than usable cores: progress yields when idle");
   }
@@ -150,32 +156,32 @@ class Engine::Impl final : public transport::Sink {
     return request;
   }
 
-  Request irecv(int peer, Tag tag, void* buffer, size_t bytes, Tag mask, uint32_t call_check) {
+  Request irecv(int peer, Tag tag, void* buffer, size_t bytes, Tag mask, CallCheck check) {
     if (peer != kAnySource) check_peer(peer, "receive from");
     check_buffer(buffer, bytes, "receive");
     auto [request, slot] = allocate(Slot::Kind::recv, peer, tag);
     slot.tag_mask = mask;
-    slot.call_check = call_check;
+    slot.check = check;
     slot.buffer = buffer;
     slot.capacity = bytes;
     slot.state = Slot::State::posted;
-    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-      if ((peer == kAnySource || it->source == peer) && tag_matches(tag, mask, it->tag)) {
-        Unexpected message = std::move(*it);
-        unexpected_.erase(it);
-        const bool eager = message.type == MessageType::eager;
-        deliver(request.slot, message.source, message.tag, message.call_check, message.length,
-                eager ? message.payload.data() : nullptr, eager ? nullptr : &message.rts);
-        if (!eager) flush_deferred();
-        return request;
-      }
+    if (auto found = unexpected_.take(peer, tag, mask)) {
+      const Unexpected& message = found->second;
+      const bool eager = message.type == MessageType::eager;
+      deliver(request.slot, found->first, message.tag, message.call_check, message.length,
+              eager ? message.payload.data() : nullptr, eager ? nullptr : &message.rts);
+      if (!eager) flush_deferred();
+      return request;
     }
-    posted_.push_back(request.slot);
-    for (const Unexpected& message : unexpected_) {
-      if (message.source == peer && same_call(tag, message.tag) && calls_differ(call_check, message.call_check)) {
-        fail_slot(slot, other_call_error(message.source, message.tag));
-        break;
-      }
+    posted_.add(request.slot, peer, tag, mask);
+    if (peer != kAnySource && check.digest != 0) {
+      std::optional<Tag> other;
+      unexpected_.any_from(peer, [&](Tag arrived, const Unexpected& message) {
+        if (!same_call(check, tag, arrived) || !calls_differ(check.digest, message.call_check)) return false;
+        other = arrived;
+        return true;
+      });
+      if (other) fail_slot(slot, other_call_error(peer, *other));
     }
     fail_if_peer_failed(slot);
     return request;
@@ -190,7 +196,7 @@ class Engine::Impl final : public transport::Sink {
 
   Completion wait(Request& request) {
     Slot& slot = lookup(request);
-    if (!finished(slot)) progress_until_finished(slot);
+    if (!finished(slot)) progress_until(slot, [&] { return finished(slot); });
     Completion done;
     reap(request, &done);
     return done;
@@ -202,8 +208,19 @@ class Engine::Impl final : public transport::Sink {
     }
   }
 
-  void progress() { poll_transport(); }
+  int progress() { return poll_transport(); }
+
+  void progress_until(const Request& request, const std::function<bool()>& stop) {
+    const Slot& slot = lookup(request);
+    const uint32_t generation = request.generation;
+    progress_until(slot, [&] { return slot.generation != generation || finished(slot) || stop(); });
+  }
   void set_failure_probe(std::function<std::optional<Error>()> probe) { failure_probe_ = std::move(probe); }
+  std::optional<Error> probe_failure() { return failure_probe_ ? failure_probe_() : std::nullopt; }
+  void set_progress_hook(std::function<int()> hook) { progress_hook_ = std::move(hook); }
+
+  bool finished(const Request& request) const { return finished(lookup(request)); }
+  Error timeout_error(const Request& request) { return timeout_error(lookup(request)); }
 
   void flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept {
     const auto start = Clock::now();
@@ -287,7 +304,8 @@ class Engine::Impl final : public transport::Sink {
   int rank() const { return rank_; }
   int size() const { return size_; }
   transport::Transport& transport() { return transport_; }
-  config::Settings& settings() { return settings_; }
+  const config::Settings& settings() const { return settings_; }
+  void set_timeout(std::chrono::milliseconds timeout) { settings_.timeout = timeout; }
   const Counters& counters() const { return counters_; }
   RegCache& reg_cache() { return reg_cache_; }
 
@@ -313,14 +331,15 @@ class Engine::Impl final : public transport::Sink {
       free_slots_.pop_back();
     } else {
       index = static_cast<uint32_t>(slots_.size());
-      slots_.emplace_back();
+      slots_.emplace_back().index = index;
     }
     Slot& slot = slots_[index];
     slot.reuse(kind, peer, tag);
     return {Request{index, slot.generation}, slot};
   }
 
-  Slot& lookup(const Request& request) {
+  Slot& lookup(const Request& request) { return const_cast<Slot&>(std::as_const(*this).lookup(request)); }
+  const Slot& lookup(const Request& request) const {
     if (!request.valid() || request.slot >= slots_.size() || slots_[request.slot].generation != request.generation ||
         slots_[request.slot].state == Slot::State::free) {
       fail(Status::invalid_argument, "wait/test on a request that is not outstanding (already completed or never posted)");
@@ -370,11 +389,9 @@ class Engine::Impl final : public transport::Sink {
 
   void fail_slot(Slot& slot, const Error& error) {
     if (slot.state == Slot::State::free || finished(slot)) return;
+    if (slot.kind == Slot::Kind::recv && slot.state == Slot::State::posted) posted_.remove(slot.index, slot.peer);
     slot.state = Slot::State::failed;
     slot.error = error;
-    posted_.erase(std::remove_if(posted_.begin(), posted_.end(),
-                                 [&](uint32_t index) { return &slots_[index] == &slot; }),
-                  posted_.end());
   }
 
   std::string describe_wait(const Slot& slot) const {
@@ -390,14 +407,16 @@ class Engine::Impl final : public transport::Sink {
     return concat("a message from rank ", slot.peer);
   }
 
-  [[noreturn]] void fail_timeout(const Slot& slot) {
+  Error timeout_error(const Slot& slot) {
     std::string seconds = concat(std::chrono::duration<double>(settings_.timeout).count());
     const int peer = slot.state == Slot::State::reading ? slot.result.source : slot.peer;
     const std::string transport_state = peer >= 0 && peer < size_ ? transport_.describe_peer(peer) : std::string();
-    fail_peer(Status::timeout, slot.peer, "rank ", rank_, " timed out after ", seconds, " s (CHORUS_TIMEOUT) waiting for ",
-              describe_wait(slot), " (tag 0x", std::hex, slot.tag, std::dec,
-              "); the peer may have died, stalled, or called a different collective",
-              transport_state.empty() ? "" : "; transport: ", transport_state);
+    return Error(Status::timeout,
+                 concat("rank ", rank_, " timed out after ", seconds, " s (CHORUS_TIMEOUT) waiting for ",
+                        describe_wait(slot), " (", CallTag::describe(slot.tag),
+                        "); the peer may have died, stalled, or called a different collective",
+                        transport_state.empty() ? "" : "; transport: ", transport_state),
+                 slot.peer);
   }
 
   // A long wait asks the launcher whether a rank has failed (at most once per
@@ -408,8 +427,8 @@ class Engine::Impl final : public transport::Sink {
     next_probe = now + kFailureProbeInterval;
     if (std::optional<Error> failure = failure_probe_()) {
       throw Error(failure->status(),
-                  concat("rank ", rank_, " stopped waiting for ", describe_wait(slot), " (tag 0x", std::hex, slot.tag,
-                         std::dec, "): ", failure->what()),
+                  concat("rank ", rank_, " stopped waiting for ", describe_wait(slot), " (", CallTag::describe(slot.tag),
+                         "): ", failure->what()),
                   failure->peer());
     }
   }
@@ -418,13 +437,14 @@ class Engine::Impl final : public transport::Sink {
   // poll of shared memory (more in a VM), so it is read only every few dozen
   // empty polls: the first read starts the timeout and the spin window, and
   // a later one restarts the spin window if anything happened in between.
-  void progress_until_finished(const Slot& slot) {
+  template <class Done>
+  void progress_until(const Slot& slot, Done done) {
     Clock::time_point deadline, spin_until, next_probe;
     bool clock_started = false;
     int empty_polls = 0;
     bool progressed = false;
-    while (!finished(slot)) {
-      if (poll_transport() > 0) {
+    while (!done()) {
+      if (poll_transport() + (progress_hook_ ? progress_hook_() : 0) > 0) {
         progressed = true;
         empty_polls = 0;
         continue;
@@ -442,7 +462,7 @@ class Engine::Impl final : public transport::Sink {
         spin_until = now + settings_.spin;
         progressed = false;
       }
-      if (now >= deadline) fail_timeout(slot);
+      if (now >= deadline) throw timeout_error(slot);
       probe_for_failures(slot, now, next_probe);
       if (oversubscribed_ || now >= spin_until) idle(deadline - now);
     }
@@ -467,45 +487,31 @@ class Engine::Impl final : public transport::Sink {
 
   // A message (eager payload or RTS) arrived: match it or keep it.
   void arrive(int source, const MessageHeader& header, const uint8_t* payload, const RtsBody* rts) {
-    for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-      Slot& slot = slots_[*it];
-      if ((slot.peer == kAnySource || slot.peer == source) && tag_matches(slot.tag, slot.tag_mask, header.tag)) {
-        uint32_t index = *it;
-        if (it == posted_.begin()) {
-          posted_.pop_front();  // the usual case: receives complete in the order posted
-        } else {
-          posted_.erase(it);
-        }
-        deliver(index, source, header.tag, header.call_check, header.length, payload, rts);
-        return;
-      }
+    if (auto index = posted_.match(source, header.tag)) {
+      return deliver(*index, source, header.tag, header.call_check, header.length, payload, rts);
     }
     ++counters_.unexpected;
     fail_receives_of_other_calls(source, header.tag, header.call_check);
-    Unexpected message{source, header.tag, header.type, header.call_check, header.length, {}, {}};
+    Unexpected message{header.tag, header.type, header.call_check, header.length, {}, {}};
     if (rts == nullptr) {
       message.payload.assign(payload, payload + header.length);
     } else {
       message.rts = *rts;
     }
-    unexpected_.push_back(std::move(message));
+    unexpected_.add(source, header.tag, std::move(message));
   }
 
   // A matched message: eager payload (rts == nullptr) or a rendezvous RTS.
   void deliver(uint32_t index, int source, Tag tag, uint32_t call_check, size_t length, const uint8_t* payload,
                const RtsBody* rts) {
     Slot& slot = slots_[index];
-    if (calls_differ(slot.call_check, call_check)) {
+    if (calls_differ(slot.check.digest, call_check)) {
       slot.result = Completion{source, tag, length};
       if (rts != nullptr) deferred_fins_.push_back({source, rts->send_id});  // release the sender's buffer
       return fail_slot(slot, other_call_error(source, tag));
     }
     if (rts == nullptr) return deliver_eager(slot, source, tag, payload, length);
     start_rendezvous(index, source, tag, length, *rts);
-  }
-
-  static bool calls_differ(uint32_t posted, uint32_t arrived) {
-    return posted != 0 && arrived != 0 && posted != arrived;
   }
 
   // A message that belongs to the same call slot (same tag but for the step)
@@ -515,19 +521,19 @@ class Engine::Impl final : public transport::Sink {
   void fail_receives_of_other_calls(int source, Tag tag, uint32_t call_check) {
     if (call_check == 0) return;
     std::vector<uint32_t> mismatched;
-    for (uint32_t index : posted_) {
+    posted_.for_each_from(source, [&](uint32_t index, Tag posted_tag) {
       const Slot& slot = slots_[index];
-      if (slot.peer == source && same_call(slot.tag, tag) && calls_differ(slot.call_check, call_check)) {
+      if (same_call(slot.check, posted_tag, tag) && calls_differ(slot.check.digest, call_check)) {
         mismatched.push_back(index);
       }
-    }
+    });
     for (uint32_t index : mismatched) fail_slot(slots_[index], other_call_error(source, tag));
   }
 
   Error other_call_error(int source, Tag tag) const {
     return Error(Status::invalid_argument,
                  concat("rank ", rank_, " received from rank ", source,
-                        " a message of a collective call with other arguments (tag 0x", std::hex, tag, std::dec,
+                        " a message of a collective call with other arguments (", CallTag::describe(tag),
                         "): the ranks disagree on the collective, count, datatype, reduction op, root or algorithm"),
                  source);
   }
@@ -542,7 +548,7 @@ class Engine::Impl final : public transport::Sink {
   Error truncation_error(const Slot& slot, int source, size_t length) const {
     return Error(Status::truncated,
                  concat("rank ", rank_, " received a ", length, "-byte message from rank ", source,
-                        " into a ", slot.capacity, "-byte buffer (tag 0x", std::hex, slot.tag, std::dec,
+                        " into a ", slot.capacity, "-byte buffer (", CallTag::describe(slot.tag),
                         "): counts or datatypes differ between ranks"),
                  source);
   }
@@ -636,9 +642,10 @@ class Engine::Impl final : public transport::Sink {
   bool oversubscribed_;
   std::deque<Slot> slots_;  // deque: references stay valid as it grows
   std::vector<uint32_t> free_slots_;
-  std::deque<uint32_t> posted_;  // receives in post order
-  std::deque<Unexpected> unexpected_;
+  PostedReceives posted_;
+  UnexpectedMessages<Unexpected> unexpected_;
   std::function<std::optional<Error>()> failure_probe_;
+  std::function<int()> progress_hook_;
   std::vector<std::optional<Error>> peer_failures_;
   std::vector<uint64_t> deferred_reads_;               // receives whose reads to (re)issue
   std::vector<std::pair<int, uint64_t>> deferred_fins_;  // (peer, send id)
@@ -654,23 +661,28 @@ transport::Transport& Engine::transport() { return impl_->transport(); }
 Request Engine::isend(int peer, Tag tag, const void* buf, size_t bytes, uint32_t call_check) {
   return impl_->isend(peer, tag, buf, bytes, call_check);
 }
-Request Engine::irecv(int peer, Tag tag, void* buf, size_t bytes, Tag tag_mask, uint32_t call_check) {
-  return impl_->irecv(peer, tag, buf, bytes, tag_mask, call_check);
+Request Engine::irecv(int peer, Tag tag, void* buf, size_t bytes, Tag tag_mask, CallCheck check) {
+  return impl_->irecv(peer, tag, buf, bytes, tag_mask, check);
 }
 Completion Engine::wait(Request& request) { return impl_->wait(request); }
 void Engine::wait_all(std::span<Request> requests) { impl_->wait_all(requests); }
 bool Engine::test(Request& request, Completion* done) { return impl_->test(request, done); }
-void Engine::progress() { impl_->progress(); }
+int Engine::progress() { return impl_->progress(); }
+void Engine::progress_until(const Request& request, const std::function<bool()>& stop) {
+  impl_->progress_until(request, stop);
+}
 void Engine::set_failure_probe(std::function<std::optional<Error>()> probe) {
   impl_->set_failure_probe(std::move(probe));
 }
 void Engine::flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept {
   impl_->flush_sends(linger, limit);
 }
-void Engine::set_timeout(std::chrono::milliseconds timeout) { impl_->settings().timeout = timeout; }
-std::chrono::milliseconds Engine::timeout() const {
-  return const_cast<Impl&>(*impl_).settings().timeout;
-}
+void Engine::set_timeout(std::chrono::milliseconds timeout) { impl_->set_timeout(timeout); }
+std::chrono::milliseconds Engine::timeout() const { return impl_->settings().timeout; }
+bool Engine::finished(const Request& request) const { return impl_->finished(request); }
+Error Engine::timeout_error(const Request& request) { return impl_->timeout_error(request); }
+std::optional<Error> Engine::probe_failure() { return impl_->probe_failure(); }
+void Engine::set_progress_hook(std::function<int()> hook) { impl_->set_progress_hook(std::move(hook)); }
 const Counters& Engine::counters() const { return impl_->counters(); }
 void Engine::persist_memory(const void* base, size_t bytes) { impl_->reg_cache().add_persistent(base, bytes); }
 void Engine::forget_memory(const void* base, size_t bytes) { impl_->reg_cache().forget(base, bytes); }

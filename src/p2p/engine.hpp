@@ -1,18 +1,22 @@
-// P2P engine (DESIGN.md §3): tag matching, unexpected queue, eager vs
+// P2P engine (docs/p2p.md): tag matching, unexpected queue, eager vs
 // rendezvous (RTS -> chunked RDMA READ -> FIN), adaptive progress.
 //
 // Wire protocol (all control messages are eager messages):
 //   EAGER {src, tag, len} + payload           len <= eager limit
 //   RTS   {src, tag, len, addr, key, send_id}  sender registered its buffer
 //   FIN   {src, send_id}                       receiver finished reading
-// Matching is by (source, tag & mask); messages from one source with the same
-// tag match in send order (non-overtaking, as in MPI).
+// Matching is by (source, tag & mask) over per-source queues (matching.hpp);
+// messages from one source with the same tag match in send order
+// (non-overtaking, as in MPI). The tag layout belongs to call_tag.hpp: the
+// engine only compares bits under the masks its callers give it.
 //
-// Threading: one thread drives an Engine at a time (the communicator holds a
-// lock around each call).
+// Threading: one thread drives an Engine at a time (the communicator holds the
+// session lock around each call, and the progress thread takes the same lock).
 #pragma once
 
 #include "common/config.hpp"
+#include "p2p/call_tag.hpp"
+#include "p2p/matching.hpp"
 #include "transports/transport.hpp"
 
 #include <chrono>
@@ -23,13 +27,6 @@
 #include <span>
 
 namespace chorus::p2p {
-
-using Tag = uint64_t;
-inline constexpr int kAnySource = -1;
-inline constexpr Tag kExactTag = ~Tag{0};
-// Messages sent with a call_check (collectives) have tags whose low bits are
-// the step within one call; the rest names the call (communicator.cc).
-inline constexpr int kCallStepBits = 16;
 
 // Handle of an outstanding operation; cheap to copy. A handle is consumed by
 // the wait()/test() that reports its completion.
@@ -72,9 +69,10 @@ class Engine {
   Request isend(int peer, Tag tag, const void* buf, size_t bytes, uint32_t call_check = 0);
   // Non-blocking receive into `buf` (capacity `bytes`) from `peer` or
   // kAnySource, of a message whose tag equals `tag` on the bits of `tag_mask`.
-  // A larger message fails the request with Status::truncated; a message whose
-  // non-zero call_check differs from this one's with Status::invalid_argument.
-  Request irecv(int peer, Tag tag, void* buf, size_t bytes, Tag tag_mask = kExactTag, uint32_t call_check = 0);
+  // A larger message fails the request with Status::truncated; a message of
+  // the same call (tags equal on check.call_mask) whose non-zero digest
+  // differs from check.digest with Status::invalid_argument.
+  Request irecv(int peer, Tag tag, void* buf, size_t bytes, Tag tag_mask = kExactTag, CallCheck check = {});
 
   // Blocks until done (progressing everything), or throws: Status::timeout
   // after the configured timeout, or the error that failed the request.
@@ -82,9 +80,29 @@ class Engine {
   void wait_all(std::span<Request> requests);
   // Progresses once; true (and fills `done`) if the request completed.
   bool test(Request& request, Completion* done = nullptr);
+  // True once the request has completed or failed (wait/test then return at
+  // once); polls nothing. The request must be outstanding.
+  bool finished(const Request& request) const;
+  // The error a wait on `request` that made no progress for the whole
+  // timeout reports (which peer, what it waited for, the transport's view).
+  Error timeout_error(const Request& request);
+  // Asks the failure probe now (see set_failure_probe).
+  std::optional<Error> probe_failure();
 
-  // Drives the transport once without blocking.
-  void progress();
+  // Called by every progress loop of the engine (wait, flush) after each
+  // poll while it is set: the non-blocking layer resumes its operations
+  // there, so a blocking call never starves an outstanding one. Returns how
+  // many things it advanced. Cleared with nullptr.
+  void set_progress_hook(std::function<int()> hook);
+
+  // Drives the transport once without blocking; returns how many events it
+  // handled (0: nothing happened).
+  int progress();
+  // Progresses (spinning, then blocking on the transport, running the
+  // progress hook) until `request` is finished or no longer outstanding, or
+  // `stop()` returns true. Throws as wait() does on a timeout or a failure
+  // the probe reports; does not reap the request.
+  void progress_until(const Request& request, const std::function<bool()>& stop);
   // Called about once a second while a wait makes no progress; an error it
   // returns (a rank the launcher saw die) ends the wait with that error.
   void set_failure_probe(std::function<std::optional<Error>()> probe);

@@ -110,7 +110,7 @@ void run_case(const Case& c) {
       void* result = recv;
       if (c.in_place && c.op == Collective::reduce_scatter) result = static_cast<uint8_t*>(recv) + static_cast<size_t>(rank) * c.count * es;
       if (c.op == Collective::broadcast) result = send;
-      coll::Context ctx(engine, engine_ranks, rank, static_cast<uint64_t>(root_index + 1) << 16, scratch, tuning);
+      coll::Context ctx(engine, engine_ranks, rank, p2p::CallTag::collective(0, static_cast<uint64_t>(root_index + 1)), scratch, tuning);
       coll::Args args{send, result, c.count, c.dtype, c.redop, root};
       algorithm->run(ctx, args);
       // Check every element this rank must hold.
@@ -200,7 +200,7 @@ TEST(Barrier, EveryRankCountCompletes) {
       coll::Scratch scratch;
       coll::Tuning tuning;
       for (uint64_t call = 1; call <= 3; ++call) {
-        coll::Context ctx(engine, engine_ranks, rank, call << 16, scratch, tuning);
+        coll::Context ctx(engine, engine_ranks, rank, p2p::CallTag::collective(0, call), scratch, tuning);
         coll::find(Collective::barrier, "dissemination")->run(ctx, {});
       }
     });

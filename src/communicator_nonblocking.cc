@@ -1,0 +1,264 @@
+// Non-blocking calls (docs/nonblocking.md): each starts an nb::Operation
+// under the session lock and hands it to the session's Progress; the public
+// Request waits on it.
+#include "communicator_impl.hpp"
+
+#include "common/error.hpp"
+
+namespace chorus {
+
+nb::Progress& Session::nonblocking() {
+  if (!progress) {
+    progress = std::make_unique<nb::Progress>(*engine, mutex, settings.progress == "thread", settings.spin,
+                                              settings.timeout);
+  }
+  return *progress;
+}
+
+std::shared_ptr<RequestState> CommunicatorImpl::completed_request(const char* what) const {
+  auto operation = std::make_shared<nb::Operation>(what);
+  operation->complete.store(true);
+  return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
+}
+
+std::unique_ptr<coll::Scratch> CommunicatorImpl::take_scratch() {
+  if (!spare_scratch_.empty()) {
+    std::unique_ptr<coll::Scratch> scratch = std::move(spare_scratch_.back());
+    spare_scratch_.pop_back();
+    return scratch;
+  }
+  auto scratch = std::make_unique<coll::Scratch>();
+  scratch->track_with(&session_->engine);
+  return scratch;
+}
+
+std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll::Args& args) {
+  // Names that outlive the call: messages refer to them later.
+  static constexpr const char* kNames[] = {"iallreduce", "ibroadcast", "ibarrier", "ireduce",
+                                           "iallgather", "ireduce_scatter", "ialltoall"};
+  const char* name = kNames[static_cast<int>(op)];
+  CallScope scope(*this, name);
+  std::lock_guard lock(session_->mutex);
+  check_usable();
+  validate(op, args);
+  if (size() == 1) {
+    run_single_rank(op, args);
+    return completed_request(name);
+  }
+  std::unique_ptr<coll::Scratch> scratch = take_scratch();
+  PreparedCall prepared = prepare(op, args, *scratch);
+  if (!prepared.check_call && !prepared.call) {
+    spare_scratch_.push_back(std::move(scratch));
+    return completed_request(name);
+  }
+  auto operation = std::make_shared<nb::Operation>(name);
+  operation->owner = this;
+  operation->scratch = std::move(scratch);
+  operation->on_complete = [this](nb::Operation& done) {
+    // Under the lock. The communicator outlives its operations: finalize
+    // completes them first.
+    if (done.scratch) spare_scratch_.push_back(std::move(done.scratch));
+    if (done.error && !sticky_error_) sticky_error_ = *done.error;  // a detached one's error still counts
+  };
+  nb::Operation* raw = operation.get();
+  session_->nonblocking().start_collective(operation, [this, prepared, raw] {
+    nb::FiberSuspender suspender(*raw);
+    execute(prepared, *raw->scratch, &suspender);
+  });
+  return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
+}
+
+void CommunicatorImpl::check_user_tag(const char* what, int tag, bool wildcard_allowed) const {
+  if (wildcard_allowed && tag == kAnyTag) return;
+  if (tag < 0 || tag > p2p::CallTag::kMaxUserTag) {
+    fail(Status::invalid_argument, what, ": tag ", tag, " outside 0..", p2p::CallTag::kMaxUserTag,
+         wildcard_allowed ? " (or kAnyTag)" : "");
+  }
+}
+
+std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size_t bytes, int peer, int tag) {
+  CallScope scope(*this, "isend");
+  std::lock_guard lock(session_->mutex);
+  check_usable();
+  check_user_tag("isend", tag, false);
+  const int engine_peer = engine_rank_of(peer, "isend");
+  auto operation = std::make_shared<nb::Operation>("isend");
+  operation->owner = this;
+  guarded("isend", [&] {
+    operation->request = session_->engine->isend(engine_peer, p2p::CallTag::point_to_point(context_id_, tag), buf, bytes);
+  });
+  operation->on_complete = [this](nb::Operation& done) {
+    if (done.error && !sticky_error_) {
+      sticky_error_ = Error(done.error->status(), concat("isend on rank ", rank_, " failed: ", done.error->what()),
+                            done.error->peer());
+      done.error = sticky_error_;
+    }
+  };
+  session_->nonblocking().start_point_to_point(operation);
+  return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
+}
+
+std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t bytes, int peer, int tag) {
+  CallScope scope(*this, "irecv");
+  std::lock_guard lock(session_->mutex);
+  check_usable();
+  check_user_tag("irecv", tag, true);
+  const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "irecv");
+  const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
+  auto operation = std::make_shared<nb::Operation>("irecv");
+  operation->owner = this;
+  guarded("irecv", [&] {
+    operation->request = session_->engine->irecv(
+        engine_peer, p2p::CallTag::point_to_point(context_id_, tag == kAnyTag ? 0 : tag), buf, bytes, mask);
+  });
+  operation->on_complete = [this](nb::Operation& done) {
+    if (done.error) {
+      // A message larger than the buffer is the receiver's mistake and
+      // leaves the engine consistent (as recv): not sticky.
+      const bool sticky = done.error->status() != Status::truncated;
+      done.error = Error(done.error->status(), concat("irecv on rank ", rank_, " failed: ", done.error->what()),
+                         done.error->peer());
+      if (sticky && !sticky_error_) sticky_error_ = done.error;
+      return;
+    }
+    const int source = rank_of_engine_rank_[static_cast<size_t>(done.completion.source)];
+    done.received = Received{source, p2p::CallTag::user_tag_of(done.completion.tag), done.completion.bytes};
+  };
+  session_->nonblocking().start_point_to_point(operation);
+  return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
+}
+
+// --- chorus::Request -------------------------------------------------------------
+
+Request::Request(std::shared_ptr<RequestState> state) : state_(std::move(state)) {}
+Request::Request(Request&&) noexcept = default;
+Request& Request::operator=(Request&& other) noexcept {
+  state_ = std::move(other.state_);  // an active request here is detached
+  received_ = other.received_;
+  other.state_.reset();
+  return *this;
+}
+Request::~Request() = default;
+
+namespace {
+// Takes the finished operation out of `request`, keeping what it received.
+void settle(std::shared_ptr<RequestState>& state, Received& received) {
+  received = state->operation->received;
+  state.reset();
+}
+}  // namespace
+
+void Request::wait() {
+  if (!state_) return;
+  std::shared_ptr<RequestState> state = state_;
+  Received got;
+  settle(state_, got);  // empty whatever the outcome
+  nb::Operation& operation = *state->operation;
+  if (!operation.complete.load(std::memory_order_acquire)) state->session->progress->wait(operation);
+  received_ = operation.received;
+  if (operation.error) throw *operation.error;
+}
+
+bool Request::test() {
+  if (!state_) return true;
+  nb::Operation& operation = *state_->operation;
+  bool done = operation.complete.load(std::memory_order_acquire);
+  if (!done) {
+    try {
+      done = state_->session->progress->test(operation);
+    } catch (const Error&) {
+      settle(state_, received_);
+      throw;
+    }
+  }
+  if (!done) return false;
+  std::shared_ptr<RequestState> state = state_;
+  settle(state_, received_);
+  if (operation.error) throw *operation.error;
+  return true;
+}
+
+void wait_all(std::span<Request> requests) {
+  std::optional<Error> first;
+  for (Request& request : requests) {
+    try {
+      request.wait();
+    } catch (const Error& e) {
+      if (!first) first = e;
+    }
+  }
+  if (first) throw *first;
+}
+
+size_t wait_any(std::span<Request> requests) {
+  for (;;) {
+    bool any_active = false;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (!requests[i].active()) continue;
+      any_active = true;
+      if (requests[i].test()) return i;
+    }
+    if (!any_active) return requests.size();
+    // Progress towards all of them at once, then look again.
+    std::vector<nb::Operation*> operations;
+    nb::Progress* progress = nullptr;
+    for (Request& request : requests) {
+      if (!request.active()) continue;
+      RequestState& state = *request.state_;
+      operations.push_back(state.operation.get());
+      progress = state.session->progress.get();
+    }
+    if (progress != nullptr) progress->wait_any(operations);
+  }
+}
+
+bool test_all(std::span<Request> requests) {
+  std::optional<Error> first;
+  bool all = true;
+  for (Request& request : requests) {
+    try {
+      all = request.test() && all;
+    } catch (const Error& e) {
+      if (!first) first = e;
+    }
+  }
+  if (first) throw *first;
+  return all;
+}
+
+std::optional<size_t> test_any(std::span<Request> requests) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].active() && requests[i].test()) return i;
+  }
+  return std::nullopt;
+}
+
+// --- chorus::Communicator, non-blocking calls ------------------------------------
+
+Request Communicator::iallreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
+  return Request(impl().start(Collective::allreduce, {send, recv, count, dtype, op, 0}));
+}
+Request Communicator::ibroadcast(void* buf, size_t count, DataType dtype, int root) {
+  return Request(impl().start(Collective::broadcast, {buf, buf, count, dtype, ReduceOp::sum, root}));
+}
+Request Communicator::ibarrier() { return Request(impl().start(Collective::barrier, {})); }
+Request Communicator::ireduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root) {
+  return Request(impl().start(Collective::reduce, {send, recv, count, dtype, op, root}));
+}
+Request Communicator::iallgather(const void* send, void* recv, size_t count, DataType dtype) {
+  return Request(impl().start(Collective::allgather, {send, recv, count, dtype, ReduceOp::sum, 0}));
+}
+Request Communicator::ireduce_scatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
+  return Request(impl().start(Collective::reduce_scatter, {send, recv, count, dtype, op, 0}));
+}
+Request Communicator::ialltoall(const void* send, void* recv, size_t count, DataType dtype) {
+  return Request(impl().start(Collective::alltoall, {send, recv, count, dtype, ReduceOp::sum, 0}));
+}
+Request Communicator::isend(const void* buf, size_t bytes, int peer, int tag) {
+  return Request(impl().start_send(buf, bytes, peer, tag));
+}
+Request Communicator::irecv(void* buf, size_t bytes, int peer, int tag) {
+  return Request(impl().start_recv(buf, bytes, peer, tag));
+}
+
+}  // namespace chorus

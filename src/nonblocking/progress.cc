@@ -1,0 +1,378 @@
+#include "nonblocking/progress.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <system_error>
+
+namespace chorus::nb {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+// Room for an algorithm, the reduction kernels, an exception's unwinding and
+// a sanitizer's red zones; mapped lazily, so unused pages cost nothing.
+constexpr size_t kFiberStackBytes = 256 * 1024;
+constexpr auto kFailureProbeInterval = std::chrono::seconds(1);
+// The longest the progress thread naps while operations are outstanding
+// and nothing happens (shared memory has no wait fd; others may miss events).
+constexpr auto kLongestNap = std::chrono::microseconds(1000);
+constexpr auto kFirstNap = std::chrono::microseconds(20);
+
+Error as_error(const std::exception& e) {
+  if (const auto* error = dynamic_cast<const Error*>(&e)) return *error;
+  return Error(Status::internal, e.what());
+}
+}  // namespace
+
+void FiberSuspender::wait(p2p::Engine& engine, p2p::Request& request) {
+  while (!engine.finished(request)) {
+    if (operation_.abort) throw *operation_.abort;
+    operation_.awaited = request;
+    operation_.awaited_since = Clock::now();
+    Fiber::suspend();
+    operation_.awaited = p2p::Request{};
+  }
+  engine.wait(request);  // reaps it: returns at once, or throws its error
+}
+
+Progress::Progress(p2p::Engine& engine, DriverMutex& mutex, bool thread, std::chrono::microseconds spin,
+                   std::chrono::milliseconds timeout)
+    : engine_(engine), mutex_(mutex), use_thread_(thread), spin_(spin), timeout_(timeout) {
+  // Blocking calls drive the engine themselves; through the hook they move
+  // the outstanding operations along too (MPI's progress rule).
+  engine_.set_progress_hook([this] { return advance(); });
+}
+
+Progress::~Progress() {
+  // Without the session lock: the thread may be waiting for it.
+  if (thread_.joinable()) {
+    stop_.store(true);
+    const uint64_t one = 1;
+    if (write(wake_fd_, &one, sizeof one) < 0) {
+      log::warn("waking the progress thread to stop failed: ", errno_string(errno));
+    }
+    thread_.join();
+  }
+  if (wake_fd_ >= 0) close(wake_fd_);
+  engine_.set_progress_hook(nullptr);
+}
+
+void Progress::add(const std::shared_ptr<Operation>& operation) {
+  operations_.push_back(operation);
+  outstanding_.fetch_add(1);
+  ensure_thread();
+  wake_thread();
+}
+
+void Progress::remove(Operation& operation) {
+  auto it = std::find_if(operations_.begin(), operations_.end(),
+                         [&](const std::shared_ptr<Operation>& candidate) { return candidate.get() == &operation; });
+  if (it == operations_.end()) return;
+  std::shared_ptr<Operation> keep = *it;  // alive through finish()
+  operations_.erase(it);
+  outstanding_.fetch_sub(1);
+  finish(*keep);
+}
+
+void Progress::start_collective(const std::shared_ptr<Operation>& operation, std::function<void()> body) {
+  operation->fiber = std::make_unique<Fiber>(std::move(body), kFiberStackBytes);
+  add(operation);
+  // Run it to its first wait now: its first messages leave before the
+  // caller goes back to computing.
+  if (step(*operation) == Step::completed) remove(*operation);
+}
+
+void Progress::start_point_to_point(const std::shared_ptr<Operation>& operation) {
+  add(operation);
+  if (step(*operation) == Step::completed) remove(*operation);
+}
+
+Progress::Step Progress::step(Operation& operation) {
+  if (!operation.fiber) {
+    if (!engine_.finished(operation.request)) return Step::waiting;
+    try {
+      operation.completion = engine_.wait(operation.request);
+    } catch (const std::exception& e) {
+      operation.error = as_error(e);
+    }
+    return Step::completed;
+  }
+  if (operation.awaited.valid() && !operation.abort && !engine_.finished(operation.awaited)) return Step::waiting;
+  operation.fiber->resume();
+  if (!operation.fiber->finished()) return Step::advanced;
+  try {
+    operation.fiber->rethrow_if_failed();
+  } catch (const std::exception& e) {
+    operation.error = as_error(e);
+  }
+  operation.fiber.reset();  // its stack goes now, not with the last Request
+  return Step::completed;
+}
+
+void Progress::finish(Operation& operation) noexcept {
+  if (operation.on_complete) {
+    try {
+      operation.on_complete(operation);
+    } catch (const std::exception& e) {
+      if (!operation.error) operation.error = as_error(e);
+    }
+  }
+  operation.complete.store(true, std::memory_order_release);
+}
+
+int Progress::advance() {
+  // Not re-entered, and never from inside an operation's own fiber.
+  if (advancing_ || operations_.empty() || Fiber::current() != nullptr) return 0;
+  advancing_ = true;
+  int moved = 0;
+  size_t i = 0;
+  try {
+    while (i < operations_.size()) {
+      std::shared_ptr<Operation> operation = operations_[i];
+      const Step result = step(*operation);
+      if (result == Step::completed) {
+        operations_.erase(operations_.begin() + static_cast<std::ptrdiff_t>(i));
+        outstanding_.fetch_sub(1);
+        finish(*operation);
+        ++moved;
+        continue;
+      }
+      if (result == Step::advanced) ++moved;
+      ++i;
+    }
+  } catch (...) {
+    advancing_ = false;
+    throw;
+  }
+  advancing_ = false;
+  return moved;
+}
+
+void Progress::fail(Operation& operation, const Error& error) {
+  if (operation.complete.load(std::memory_order_relaxed)) return;
+  if (operation.fiber) {
+    // The algorithm throws at its wait and unwinds on its own stack.
+    operation.abort = error;
+    if (step(operation) != Step::completed) return;
+  } else if (!operation.error) {
+    operation.error = error;
+  }
+  remove(operation);
+}
+
+bool Progress::drive(Operation& operation) {
+  if (operation.complete.load(std::memory_order_acquire)) return true;
+  const p2p::Request pending = operation.fiber ? operation.awaited : operation.request;
+  try {
+    if (pending.valid()) {
+      engine_.progress_until(pending, [&] { return operation.complete.load(std::memory_order_relaxed); });
+    } else {
+      engine_.progress();
+    }
+    advance();
+  } catch (const std::exception& e) {
+    // A timeout or a failure the probe reported while waiting for this
+    // operation's request: it belongs to this operation.
+    fail(operation, as_error(e));
+  }
+  return operation.complete.load(std::memory_order_acquire);
+}
+
+void Progress::wait(Operation& operation) {
+  if (!operation.complete.load(std::memory_order_acquire)) {
+    std::unique_lock lock(mutex_);
+    while (!drive(operation)) {
+    }
+  }
+  if (operation.error) throw *operation.error;
+}
+
+bool Progress::test(Operation& operation) {
+  if (!operation.complete.load(std::memory_order_acquire)) {
+    std::unique_lock lock(mutex_);
+    try {
+      engine_.progress();
+      advance();
+    } catch (const std::exception& e) {
+      const Error error = as_error(e);
+      for (auto& other : std::vector<std::shared_ptr<Operation>>(operations_)) fail(*other, error);
+    }
+    if (!operation.complete.load(std::memory_order_acquire)) {
+      check_stalled(Clock::now());
+      if (!operation.complete.load(std::memory_order_acquire)) return false;
+    }
+  }
+  if (operation.error) throw *operation.error;
+  return true;
+}
+
+size_t Progress::wait_any(const std::vector<Operation*>& operations) {
+  auto first_complete = [&]() -> std::optional<size_t> {
+    for (size_t i = 0; i < operations.size(); ++i) {
+      if (operations[i]->complete.load(std::memory_order_acquire)) return i;
+    }
+    return std::nullopt;
+  };
+  if (auto done = first_complete()) return *done;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    // Progress towards one incomplete operation, stopping as soon as any completes.
+    Operation* target = nullptr;
+    for (Operation* operation : operations) {
+      if (!operation->complete.load(std::memory_order_relaxed)) {
+        target = operation;
+        break;
+      }
+    }
+    const p2p::Request pending = target->fiber ? target->awaited : target->request;
+    try {
+      if (pending.valid()) {
+        engine_.progress_until(pending, [&] { return first_complete().has_value(); });
+      } else {
+        engine_.progress();
+      }
+      advance();
+    } catch (const std::exception& e) {
+      fail(*target, as_error(e));
+    }
+    if (auto done = first_complete()) return *done;
+  }
+}
+
+void Progress::complete_all(std::unique_lock<DriverMutex>& lock, const void* owner) {
+  (void)lock;  // held by the caller
+  for (;;) {
+    std::shared_ptr<Operation> next;
+    for (const auto& operation : operations_) {
+      if (owner == nullptr || operation->owner == owner) {
+        next = operation;
+        break;
+      }
+    }
+    if (!next) return;
+    while (!drive(*next)) {
+    }
+  }
+}
+
+void Progress::check_stalled(Clock::time_point now) {
+  if (operations_.empty()) return;
+  if (now >= next_probe_) {
+    next_probe_ = now + kFailureProbeInterval;
+    if (std::optional<Error> failure = engine_.probe_failure()) {
+      for (auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) fail(*operation, *failure);
+      return;
+    }
+  }
+  for (auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) {
+    if (operation->fiber && operation->awaited.valid() && now - operation->awaited_since >= timeout_) {
+      fail(*operation, engine_.timeout_error(operation->awaited));
+    }
+  }
+}
+
+void Progress::ensure_thread() {
+  if (!use_thread_ || thread_.joinable()) return;
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) {
+    chorus::fail(Status::internal, "eventfd for the progress thread failed: ", errno_string(errno));
+  }
+  try {
+    thread_ = std::thread([this] { thread_main(); });
+  } catch (const std::system_error& e) {
+    close(wake_fd_);
+    wake_fd_ = -1;
+    chorus::fail(Status::internal, "starting the progress thread failed: ", e.what(),
+                 " (CHORUS_PROGRESS=caller avoids the thread)");
+  }
+}
+
+void Progress::wake_thread() {
+  // Paired with the thread's store of thread_sleeping_ before it re-checks
+  // outstanding_ (both sequentially consistent): no wakeup is lost.
+  if (thread_.joinable() && thread_sleeping_.load()) {
+    const uint64_t one = 1;
+    if (write(wake_fd_, &one, sizeof one) < 0 && errno != EAGAIN) {
+      log::warn("waking the progress thread failed: ", errno_string(errno));
+    }
+  }
+}
+
+void Progress::nap(int transport_fd, std::chrono::microseconds limit) {
+  pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {transport_fd, POLLIN, 0}};
+  const nfds_t count = transport_fd >= 0 ? 2 : 1;
+  timespec timeout{};
+  const timespec* timeout_ptr = nullptr;
+  if (limit.count() >= 0) {
+    timeout.tv_sec = static_cast<time_t>(limit.count() / 1000000);
+    timeout.tv_nsec = static_cast<long>(limit.count() % 1000000) * 1000;
+    timeout_ptr = &timeout;
+  }
+  thread_sleeping_.store(true);
+  // Checked after announcing the nap: an operation started from now on
+  // wakes the thread, one started before is seen here.
+  const bool skip = stop_.load() || (limit.count() < 0 && outstanding_.load() != 0);
+  if (!skip) {
+    if (ppoll(fds, count, timeout_ptr, nullptr) < 0 && errno != EINTR) {
+      log::warn("the progress thread's ppoll failed: ", errno_string(errno));
+    }
+  }
+  thread_sleeping_.store(false);
+  if ((fds[0].revents & POLLIN) != 0) {
+    uint64_t drained = 0;
+    (void)!read(wake_fd_, &drained, sizeof drained);
+  }
+}
+
+void Progress::thread_main() {
+  auto last_event = Clock::now();
+  auto backoff = kFirstNap;
+  while (!stop_.load()) {
+    if (outstanding_.load() == 0) {
+      nap(-1, std::chrono::microseconds(-1));  // until an operation is started
+      last_event = Clock::now();
+      backoff = kFirstNap;
+      continue;
+    }
+    if (mutex_.wanted()) {
+      std::this_thread::yield();  // an application thread drives now
+      continue;
+    }
+    int events = 0;
+    int fd = -1;
+    bool may_block = false;
+    auto now = Clock::now();
+    {
+      mutex_.lock_quietly();
+      std::unique_lock lock(mutex_, std::adopt_lock);
+      try {
+        events = engine_.progress() + advance();
+      } catch (const std::exception& e) {
+        const Error error = as_error(e);
+        for (auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) fail(*operation, error);
+      }
+      now = Clock::now();
+      if (events > 0) {
+        last_event = now;
+        backoff = kFirstNap;
+      } else if (now - last_event > spin_) {
+        check_stalled(now);
+        fd = engine_.transport().wait_fd();
+        may_block = fd < 0 || engine_.transport().arm();
+      }
+    }
+    if (events > 0 || now - last_event <= spin_ || !may_block) continue;
+    // Naps stay short even on a wait fd: a provider may need progress calls
+    // that no fd event announces (libfabric's rxm protocol steps).
+    nap(fd, backoff);
+    backoff = std::min<std::chrono::microseconds>(backoff * 2, kLongestNap);
+  }
+}
+
+}  // namespace chorus::nb

@@ -1,0 +1,150 @@
+// Outstanding non-blocking operations of one process and what advances them
+// (docs/nonblocking.md): the caller inside wait/test and every blocking call,
+// and, with CHORUS_PROGRESS=thread, one progress thread while the application
+// computes.
+//
+// A collective operation runs its algorithm on a Fiber: when the algorithm
+// waits for a request that is not done, the fiber suspends and whoever drives
+// progress resumes it once the request has finished. A point-to-point
+// operation is just an engine request. Everything here runs under the
+// session lock (DriverMutex), except Progress::wait/test, which take it.
+#pragma once
+
+#include "collectives/collectives.hpp"
+#include "nonblocking/fiber.hpp"
+#include "p2p/engine.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+namespace chorus::nb {
+
+// The session lock. The progress thread steps aside while an application
+// thread waits for it, so a blocking call never queues behind background
+// progress.
+class DriverMutex {
+ public:
+  void lock() {
+    waiting_.fetch_add(1, std::memory_order_relaxed);
+    mutex_.lock();
+    waiting_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  void unlock() { mutex_.unlock(); }
+  // For the progress thread: takes the lock without counting as a waiter.
+  void lock_quietly() { mutex_.lock(); }
+  bool wanted() const { return waiting_.load(std::memory_order_relaxed) > 0; }
+
+ private:
+  std::mutex mutex_;
+  std::atomic<int> waiting_{0};
+};
+
+struct Operation {
+  explicit Operation(const char* what) : name(what) {}
+
+  const char* name;  // "iallreduce", "isend", ... for messages
+  std::atomic<bool> complete{false};
+  std::optional<Error> error;  // written before `complete` is set
+  const void* owner = nullptr;  // the communicator that started it
+
+  // A collective: its fiber and the request its algorithm waits on now.
+  std::unique_ptr<Fiber> fiber;
+  p2p::Request awaited;
+  std::chrono::steady_clock::time_point awaited_since{};
+  std::optional<Error> abort;  // thrown at the algorithm's next wait
+
+  // Point-to-point: the engine request and, once done, what it moved.
+  p2p::Request request;
+  p2p::Completion completion;
+  Received received;  // in the communicator's ranks (set by on_complete)
+
+  // A collective's scratch, returned to its communicator on completion.
+  std::unique_ptr<coll::Scratch> scratch;
+
+  // Runs under the lock when the operation completes (returns scratch,
+  // records a sticky error, translates ranks). Must not throw.
+  std::function<void(Operation&)> on_complete;
+};
+
+// How a collective's algorithm waits on its fiber.
+class FiberSuspender final : public coll::Suspender {
+ public:
+  explicit FiberSuspender(Operation& operation) : operation_(operation) {}
+  void wait(p2p::Engine& engine, p2p::Request& request) override;
+
+ private:
+  Operation& operation_;
+};
+
+class Progress {
+ public:
+  // `thread`: start a progress thread with the first operation.
+  Progress(p2p::Engine& engine, DriverMutex& mutex, bool thread, std::chrono::microseconds spin,
+           std::chrono::milliseconds timeout);
+  ~Progress();  // stops the thread: call it without the lock, after complete_all()
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  // Under the lock. A collective runs `body` on a fiber right away, until its
+  // first wait; a point-to-point operation brings its engine request.
+  void start_collective(const std::shared_ptr<Operation>& operation, std::function<void()> body);
+  void start_point_to_point(const std::shared_ptr<Operation>& operation);
+
+  // Without the lock: drive progress until `operation` completes (wait) or
+  // once (test). Throw the operation's error, if any.
+  void wait(Operation& operation);
+  bool test(Operation& operation);
+  // Without the lock: the index of the first of `operations` to complete.
+  size_t wait_any(const std::vector<Operation*>& operations);
+
+  // Under the lock: completes every operation of `owner` (nullptr: all),
+  // failing them after the timeout. Errors stay on the operations.
+  void complete_all(std::unique_lock<DriverMutex>& lock, const void* owner);
+
+  // Under the lock: resumes what can move on. The engine's progress hook.
+  int advance();
+  size_t outstanding() const { return operations_.size(); }
+
+ private:
+  enum class Step { waiting, advanced, completed };
+  void add(const std::shared_ptr<Operation>& operation);
+  Step step(Operation& operation);
+  void remove(Operation& operation);
+  void finish(Operation& operation) noexcept;
+  void fail(Operation& operation, const Error& error);
+  // One round of the caller's progress towards `operation`: returns true
+  // when it completed.
+  bool drive(Operation& operation);
+  // Timeouts of the operations nobody waits on, and the failure probe.
+  void check_stalled(std::chrono::steady_clock::time_point now);
+  void ensure_thread();
+  void thread_main();
+  void wake_thread();
+  // The thread's nap: until the transport's fd (>= 0) or the wake fd is
+  // readable, at most `limit`.
+  void nap(int transport_fd, std::chrono::microseconds limit);
+
+  p2p::Engine& engine_;
+  DriverMutex& mutex_;
+  const bool use_thread_;
+  const std::chrono::microseconds spin_;
+  const std::chrono::milliseconds timeout_;
+  std::vector<std::shared_ptr<Operation>> operations_;
+  bool advancing_ = false;
+  std::chrono::steady_clock::time_point next_probe_{};
+
+  std::thread thread_;
+  int wake_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> thread_sleeping_{false};
+  std::atomic<size_t> outstanding_{0};
+};
+
+}  // namespace chorus::nb
