@@ -5,11 +5,20 @@
 
 #include "common/error.hpp"
 
+#include <unistd.h>
+
 namespace chorus {
 
 nb::Progress& Session::nonblocking() {
   if (!progress) {
-    progress = std::make_unique<nb::Progress>(*engine, mutex, settings.progress == "thread", settings.spin,
+    // The progress thread spins like a waiting caller only when every local
+    // rank's application thread and progress thread have a CPU each: on
+    // fewer CPUs its spinning takes the CPU from the application it should
+    // overlap with (and from the thread about to wait), so it naps at once.
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const bool cpus_to_spare = cpus > 0 && 2L * job.local_size <= cpus;
+    progress = std::make_unique<nb::Progress>(*engine, mutex, settings.progress == "thread",
+                                              cpus_to_spare ? settings.spin : std::chrono::microseconds(0),
                                               settings.timeout);
   }
   return *progress;

@@ -4,10 +4,13 @@
 // algorithm of the selection table runs non-blocking unchanged
 // (docs/nonblocking.md, "Why fibers").
 //
-// Built on ucontext; the sanitizers are told about every switch (ASan's fake
-// stacks, TSan's fibers), so sanitized builds test this code as it runs.
-// Not thread-safe: one thread at a time resumes a given fiber (the session
-// lock guarantees it).
+// On x86-64 a switch is a few instructions of our own (callee-saved
+// registers, the stack pointer, the SSE and x87 control words); elsewhere
+// ucontext, whose swapcontext also makes a system call for the signal mask on
+// every switch. Stacks come from a pool, so a small operation touches no new
+// page. The sanitizers are told about every switch (ASan's fake stacks, TSan's
+// fibers), so sanitized builds test this code as it runs. Not thread-safe:
+// one thread at a time resumes a given fiber (the session lock guarantees it).
 #pragma once
 
 #include <ucontext.h>
@@ -15,12 +18,31 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
+#include <memory>
 
 namespace chorus::nb {
 
+// A fiber stack: `bytes` plus a guard page below it, mapped lazily. Kept in a
+// per-thread pool when its fiber ends.
+class FiberStack {
+ public:
+  static std::unique_ptr<FiberStack> take(size_t bytes);
+  static void give_back(std::unique_ptr<FiberStack> stack);
+  explicit FiberStack(size_t bytes);
+  ~FiberStack();
+  FiberStack(const FiberStack&) = delete;
+  FiberStack& operator=(const FiberStack&) = delete;
+  char* bottom() const { return base_ + guard_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t guard_ = 0;
+  size_t bytes_ = 0;
+};
+
 class Fiber {
  public:
-  // The stack is `stack_bytes` plus a guard page, mapped lazily.
   Fiber(std::function<void()> body, size_t stack_bytes);
   ~Fiber();
   Fiber(const Fiber&) = delete;
@@ -39,18 +61,26 @@ class Fiber {
     if (failure_) std::rethrow_exception(failure_);
   }
 
+  // Internal: where a new fiber's stack starts (from the switch code).
+  static void run(Fiber* self) noexcept;
+
  private:
   static void entry(unsigned int high, unsigned int low);
   void run_body() noexcept;
   void switch_out();
+  void switch_in();
 
   std::function<void()> body_;
-  void* stack_ = nullptr;  // the mapping, guard page first
-  size_t mapped_bytes_ = 0;
-  size_t stack_bytes_ = 0;
+  std::unique_ptr<FiberStack> stack_;
+#if defined(__x86_64__)
+  void* fiber_sp_ = nullptr;   // saved stack pointer of the suspended fiber
+  void* caller_sp_ = nullptr;  // saved stack pointer of whoever resumed it
+#else
   ucontext_t context_{};
   ucontext_t caller_{};
+#endif
   Fiber* previous_ = nullptr;  // the fiber that resumed this one (nesting)
+  bool started_ = false;
   bool finished_ = false;
   std::exception_ptr failure_;
   // Sanitizer bookkeeping (unused in plain builds).

@@ -5,6 +5,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,8 +22,8 @@ constexpr size_t kFiberStackBytes = 256 * 1024;
 constexpr auto kFailureProbeInterval = std::chrono::seconds(1);
 // The longest the progress thread naps while operations are outstanding
 // and nothing happens (shared memory has no wait fd; others may miss events).
-constexpr auto kLongestNap = std::chrono::microseconds(1000);
-constexpr auto kFirstNap = std::chrono::microseconds(20);
+constexpr auto kLongestNap = std::chrono::microseconds(200);
+constexpr auto kFirstNap = std::chrono::microseconds(10);
 
 Error as_error(const std::exception& e) {
   if (const auto* error = dynamic_cast<const Error*>(&e)) return *error;
@@ -331,6 +332,10 @@ void Progress::nap(int transport_fd, std::chrono::microseconds limit) {
 }
 
 void Progress::thread_main() {
+  // Naps of tens of microseconds must not stretch to the default 50 us slack.
+  if (prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) != 0) {
+    log::debug("prctl(PR_SET_TIMERSLACK) for the progress thread failed: ", errno_string(errno));
+  }
   auto last_event = Clock::now();
   auto backoff = kFirstNap;
   while (!stop_.load()) {

@@ -31,6 +31,7 @@ struct Options {
   std::string op = "allreduce"; // allreduce, broadcast, barrier
   size_t bytes = 1 << 20;
   int iterations = 1000000;
+  bool nonblocking = false;     // allreduce as 4 outstanding iallreduce, waited in reverse
 };
 
 void usage(FILE* out) {
@@ -51,6 +52,8 @@ void usage(FILE* out) {
                "                   reduce_scatter or alltoall (default allreduce)\n"
                "  --bytes B        message size in bytes (default 1048576)\n"
                "  --iterations I   upper bound on iterations (default 1000000)\n"
+               "  --nonblocking    allreduce as 4 outstanding iallreduce calls on quarters of\n"
+               "                   the data, waited for in reverse order (survivors fail in wait)\n"
                "  --label L        ignored; lets a test find its processes with pgrep -f\n"
                "Exit status of a survivor: 42 error names the victim, 43 error names\n"
                "someone else, 44 no error at all; 2 usage error. Lines about the fault\n"
@@ -80,8 +83,20 @@ void fail_now(int rank, const std::string& how) {
 // One call of `op` over `data` (every rank contributes ones; per-rank blocks
 // of `block` elements for the gather/scatter family). False: wrong result.
 bool run_once(chorus::Communicator& comm, const std::string& op, std::vector<int32_t>& data, std::vector<int32_t>& out,
-              size_t block, int iteration) {
+              size_t block, int iteration, bool nonblocking) {
   const int size = comm.size();
+  if (op == "allreduce" && nonblocking) {
+    std::fill(data.begin(), data.end(), 1);
+    const size_t quarter = (data.size() + 3) / 4;
+    std::vector<chorus::Request> requests;
+    for (size_t start = 0; start < data.size(); start += quarter) {
+      const size_t count = std::min(quarter, data.size() - start);
+      requests.push_back(comm.iallreduce(data.data() + start, data.data() + start, count, chorus::DataType::int32,
+                                         chorus::ReduceOp::sum));
+    }
+    for (auto it = requests.rbegin(); it != requests.rend(); ++it) it->wait();
+    return data.front() == size && data.back() == size;
+  }
   if (op == "allreduce") {
     std::fill(data.begin(), data.end(), 1);
     comm.allreduce(data.data(), data.data(), data.size(), chorus::ReduceOp::sum);
@@ -120,6 +135,10 @@ bool parse(int argc, char** argv, Options& o) {
     }
     if (arg == "--before-init") {
       o.before_init = true;
+      continue;
+    }
+    if (arg == "--nonblocking") {
+      o.nonblocking = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -195,7 +214,7 @@ int main(int argc, char** argv) {
   try {
     for (; done < o.iterations; ++done) {
       if (rank == o.victim && o.at_ms < 0 && done == o.after) fail_now(rank, o.how);
-      if (!run_once(comm, o.op, data, out, block, done)) {
+      if (!run_once(comm, o.op, data, out, block, done, o.nonblocking)) {
         std::printf("rank %d: WRONG RESULT at iteration %d of %s\n", rank, done, o.op.c_str());
         return 45;
       }

@@ -32,6 +32,14 @@ if grep -q 'DOES NOT NAME\|no error after\|WRONG RESULT' "$log"; then echo "FAIL
 if [ -n "${SURVIVORS_EXPECT:-}" ] && ! grep -Eq "$SURVIVORS_EXPECT" "$log"; then
   echo "FAIL: no output matches \"$SURVIVORS_EXPECT\""; failures=1
 fi
+# SURVIVORS_WITHIN: seconds from the victim's "failing now" to each survivor's
+# error line (both print the wall-clock time first).
+if [ -n "${SURVIVORS_WITHIN:-}" ]; then
+  slowest=$(awk '/failing now/ { t = $1 + 0 } /error after/ { d = $1 - t; if (d > m) m = d } END { printf "%.3f", m }' \
+            <(sed 's/^\[[0-9]*\] //' "$log"))
+  echo "survivors_report: slowest survivor reported ${slowest}s after the fault (limit ${SURVIVORS_WITHIN}s)"
+  [ "$(echo "$slowest <= $SURVIVORS_WITHIN" | bc)" = 1 ] || { echo "FAIL: a survivor took ${slowest}s"; failures=1; }
+fi
 # Each survivor's error must come within CHORUS_TIMEOUT of the fault (plus start-up).
 limit=$((timeout_seconds + 15))
 [ "$(echo "$elapsed < $limit" | bc)" = 1 ] || { echo "FAIL: took ${elapsed}s (limit ${limit}s)"; failures=1; }
