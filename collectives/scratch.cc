@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 
 namespace chorus::coll {
@@ -10,6 +11,7 @@ void* Scratch::get(int slot, size_t bytes) {
   if (slot < 0 || slot >= 4) fail(Status::internal, "scratch slot ", slot, " outside 0..3");
   Buffer& buffer = buffers_[slot];
   if (buffer.bytes >= bytes && buffer.data != nullptr) return buffer.data;
+  if (bytes > (SIZE_MAX >> 1)) fail(Status::internal, "collective scratch of ", bytes, " bytes asked for (size overflow)");
   // Grow to the next power of two so a sweep of sizes reallocates rarely.
   size_t capacity = 4096;
   while (capacity < bytes) capacity *= 2;

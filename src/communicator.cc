@@ -265,8 +265,9 @@ void CommunicatorImpl::validate(Collective op, const coll::Args& args) const {
   }
   const size_t elem = datatype_size(args.dtype);
   const size_t ranks = static_cast<size_t>(size());
-  if (args.count > SIZE_MAX / elem / ranks) {
-    fail(Status::invalid_argument, name, ": count ", args.count, " of ", to_string(args.dtype), " overflows size_t");
+  if (args.count > kMaxCallBytes / elem / ranks) {
+    fail(Status::invalid_argument, name, ": count ", args.count, " of ", to_string(args.dtype), " on ", ranks,
+         " ranks is more than the largest payload chorus accepts (2^60 bytes in all)");
   }
   if (op == Collective::barrier || args.count == 0) return;
   bool send_needed = op != Collective::broadcast;
@@ -366,6 +367,7 @@ void CommunicatorImpl::send(const void* buf, size_t bytes, int peer, int tag) {
   std::lock_guard lock(session_->mutex);
   check_usable();
   if (tag < 0 || tag > kMaxUserTag) fail(Status::invalid_argument, "send: tag ", tag, " outside 0..", kMaxUserTag);
+  check_message_bytes("send", bytes);
   const int engine_peer = engine_rank_of(peer, "send");
   guarded("send", [&] {
     auto request = session_->engine->isend(engine_peer, p2p::CallTag::point_to_point(context_id_, tag), buf, bytes);
@@ -380,6 +382,7 @@ Received CommunicatorImpl::recv(void* buf, size_t bytes, int peer, int tag) {
   if (tag != kAnyTag && (tag < 0 || tag > kMaxUserTag)) {
     fail(Status::invalid_argument, "recv: tag ", tag, " outside 0..", kMaxUserTag, " (or kAnyTag)");
   }
+  check_message_bytes("recv", bytes);
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "recv");
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
   p2p::Completion done;

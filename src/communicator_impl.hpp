@@ -73,6 +73,18 @@ struct PreparedCall {
 
 struct CallRecord;  // one rank's call, as CHORUS_CHECK_CALLS compares it
 
+// Every size an algorithm computes (offsets, scratch, chunks) stays below
+// SIZE_MAX when a call's whole payload, times the ranks for the per-rank
+// collectives, is at most this: no real buffer is larger, and a count beyond
+// it is an argument error before any data moves, never a wrapped size later.
+inline constexpr size_t kMaxCallBytes = size_t{1} << 60;
+
+inline void check_message_bytes(const char* what, size_t bytes) {
+  if (bytes > kMaxCallBytes) {
+    fail(Status::invalid_argument, what, ": ", bytes, " bytes is more than the largest message chorus accepts (2^60)");
+  }
+}
+
 class CommunicatorImpl {
  public:
   // Joins the job described by the environment.

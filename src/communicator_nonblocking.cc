@@ -90,6 +90,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
   std::lock_guard lock(session_->mutex);
   check_usable();
   check_user_tag("isend", tag, false);
+  check_message_bytes("isend", bytes);
   const int engine_peer = engine_rank_of(peer, "isend");
   auto operation = std::make_shared<nb::Operation>("isend");
   operation->owner = this;
@@ -112,6 +113,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
   std::lock_guard lock(session_->mutex);
   check_usable();
   check_user_tag("irecv", tag, true);
+  check_message_bytes("irecv", bytes);
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "irecv");
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
   auto operation = std::make_shared<nb::Operation>("irecv");
