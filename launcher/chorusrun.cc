@@ -110,6 +110,10 @@ int main(int argc, char** argv) {
     if (options.report_bindings) vars.push_back("CHORUS_REPORT_BINDINGS=1");
     // libfabric's tcp provider would otherwise pick the first interface (eth0).
     if (!remote && std::getenv("FI_TCP_IFACE") == nullptr) vars.push_back("FI_TCP_IFACE=lo");
+    // libfabric loads PSM (infinipath), whose handlers turn SIGSEGV, SIGINT,
+    // ... into exit(1): the rank's real signal and status would be lost.
+    // mpirun sets the same.
+    if (std::getenv("IPATH_NO_BACKTRACE") == nullptr) vars.push_back("IPATH_NO_BACKTRACE=1");
     // -x comes last: it overrides what chorusrun sets itself.
     for (const std::string& exported : options.exports) {
       if (exported.find('=') != std::string::npos) {

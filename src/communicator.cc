@@ -196,7 +196,7 @@ void CommunicatorImpl::connect() {
   auto addresses = session.bootstrap->all_gather("chorus/transport", session.transport->address());
   session.transport->connect(addresses);
   session.engine = std::make_unique<p2p::Engine>(*session.transport, job.rank, job.size, job.local_size, session.settings);
-  session.engine->set_failure_probe([&session] { return session.launcher_failure(); });
+  session.engine->set_failure_probe([&session] { return session.peer_failure(); });
   std::vector<int> everyone(static_cast<size_t>(job.size));
   std::iota(everyone.begin(), everyone.end(), 0);
   set_members(std::move(everyone), job.rank);
@@ -216,6 +216,7 @@ topology::Placement CommunicatorImpl::place(const topology::NicDescription& nic,
 
 void CommunicatorImpl::set_members(std::vector<int> engine_ranks, int rank) {
   scratch_.track_with(&session_->engine);
+  calls_made_ = &session_->calls_made[context_id_];
   engine_ranks_ = std::move(engine_ranks);
   rank_ = rank;
   rank_of_engine_rank_.assign(static_cast<size_t>(session_->job.size), -1);
@@ -229,9 +230,13 @@ int CommunicatorImpl::engine_rank_of(int peer, const char* what) const {
   return engine_ranks_[static_cast<size_t>(peer)];
 }
 
+void CommunicatorImpl::note_call(uint64_t calls, std::string_view what, int peer) {
+  session_->current_call = {context_id_, calls, engine_ranks_, peer, what};
+}
+
 CommunicatorImpl::~CommunicatorImpl() {
   try {
-    finalize();
+    finalize("destroyed its Communicator without finalize()");
   } catch (const std::exception& e) {
     log::warn("finalize during destruction failed: ", e.what());
   }
@@ -346,6 +351,7 @@ void CommunicatorImpl::run(Collective op, const coll::Args& args) {
 
 void CommunicatorImpl::run_locked(Collective op, const coll::Args& user_args) {
   validate(op, user_args);
+  note_call(++*calls_made_, to_string(op), -1);
   if (size() == 1) return run_single_rank(op, user_args);
   const coll::Algorithm& algorithm = choose(op, payload_bytes(op, user_args, size()));
   if (session_->settings.check_calls) {
@@ -400,6 +406,7 @@ void CommunicatorImpl::send(const void* buf, size_t bytes, int peer, int tag) {
   check_usable();
   if (tag < 0 || tag > kMaxUserTag) fail(Status::invalid_argument, "send: tag ", tag, " outside 0..", kMaxUserTag);
   const int engine_peer = engine_rank_of(peer, "send");
+  note_call(0, "send", engine_peer);
   guarded("send", [&] {
     auto request = session_->engine->isend(engine_peer, user_tag(context_id_, tag), buf, bytes);
     session_->engine->wait(request);
@@ -414,6 +421,7 @@ Received CommunicatorImpl::recv(void* buf, size_t bytes, int peer, int tag) {
     fail(Status::invalid_argument, "recv: tag ", tag, " outside 0..", kMaxUserTag, " (or kAnyTag)");
   }
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "recv");
+  note_call(0, "recv", engine_peer);
   const p2p::Tag mask = tag == kAnyTag ? kAnyUserTagMask : p2p::kExactTag;
   p2p::Completion done;
   std::optional<Error> truncated;
@@ -513,7 +521,7 @@ std::string CommunicatorImpl::selected_algorithm(Collective op, size_t bytes) co
   return std::string(choose(op, bytes).name);
 }
 
-void CommunicatorImpl::finalize() {
+void CommunicatorImpl::finalize(const char* how) {
   if (!session_) return;  // construction failed before the session existed
   std::lock_guard<std::mutex> lock(session_->mutex);
   if (finalized_) return;
@@ -521,6 +529,7 @@ void CommunicatorImpl::finalize() {
   if (!is_world()) return;  // split/dup: nothing to tear down; the session outlives it
   Session& session = *session_;
   session.closed = true;
+  session.announce_departure(sticky_error_ ? sticky_error_->what() : how, sticky_error_.has_value());
   std::optional<Error> failure;
   try {
     if (!sticky_error_ && session.bootstrap) leave_job();

@@ -10,6 +10,7 @@
 // use, so their messages never match another communicator's.
 #pragma once
 
+#include "bootstrap/departures.hpp"
 #include "bootstrap/store.hpp"
 #include "collectives/collectives.hpp"
 #include "common/config.hpp"
@@ -24,6 +25,7 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 
 namespace chorus {
 
@@ -44,8 +46,17 @@ struct Session {
   uint32_t next_context_id = 1;         // lowest id this process has not used
   bool closed = false;                  // the world communicator was finalized
   std::mutex mutex;
+  // Collective calls made per communicator context, and the call in
+  // progress: what a rank that left is compared with (departures.hpp).
+  std::unordered_map<uint32_t, uint64_t> calls_made;
+  bootstrap::CurrentCall current_call;
 
   std::optional<Error> launcher_failure();
+  // The engine's failure probe: chorusrun's record, or a rank that left
+  // without joining the call in progress (departure_probe.cc).
+  std::optional<Error> peer_failure();
+  // Tells the other ranks this one is gone; failures are only logged.
+  void announce_departure(const std::string& how, bool failed) noexcept;
 };
 
 struct CallRecord;  // one rank's call, as CHORUS_CHECK_CALLS compares it
@@ -80,7 +91,8 @@ class CommunicatorImpl {
 
   // World: collective, leaves the job (every communicator of the process
   // becomes unusable). Split/dup communicators: local, releases this one.
-  void finalize();
+  // `how` tells the others how this rank left (e.g. "called finalize()").
+  void finalize(const char* how = "called finalize()");
   bool finalized() const { return finalized_; }
 
   p2p::Engine& engine() { return *session_->engine; }
@@ -99,6 +111,8 @@ class CommunicatorImpl {
   void verify_same_call(const CallRecord& mine);
   const coll::Algorithm& choose(Collective op, size_t bytes) const;
   void set_members(std::vector<int> engine_ranks, int rank);
+  // Records the call in progress for the failure probe; `calls` 0 = point-to-point.
+  void note_call(uint64_t calls, std::string_view what, int peer);
   int engine_rank_of(int peer, const char* what) const;
   // Runs `body`, remembering the first failure so later calls report it.
   template <class Body>
@@ -116,6 +130,7 @@ class CommunicatorImpl {
   coll::Tuning tuning_;
   std::array<const coll::Algorithm*, kNumCollectives> forced_{};  // nullptr = table
   uint64_t sequence_ = 0;
+  uint64_t* calls_made_ = nullptr;  // this communicator's entry in Session::calls_made
   std::optional<Error> sticky_error_;
   bool finalized_ = false;
   std::atomic<const char*> active_call_{nullptr};  // the call in progress, if any
