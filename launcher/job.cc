@@ -119,8 +119,11 @@ std::vector<RankPlacement> place_ranks(const Options& options) {
 }
 
 Job::Job(const Options& options, std::vector<RankPlacement> placement, JobEnvironment environment,
-         std::function<void(int rank, const std::string&)> publish_failure)
-    : options_(options), environment_(std::move(environment)), publish_failure_(std::move(publish_failure)) {
+         std::function<void(int rank, const std::string&)> publish_failure, std::function<std::string()> context)
+    : options_(options),
+      environment_(std::move(environment)),
+      publish_failure_(std::move(publish_failure)),
+      context_(std::move(context)) {
   for (auto& p : placement) {
     Rank rank;
     rank.placement = p;
@@ -254,7 +257,7 @@ void Job::fail_job(const Rank& failed, const std::string& what, int exit_status)
   for (const Rank& rank : ranks_) alive += (!rank.ended && &rank != &failed) ? 1 : 0;
   const RankPlacement& p = failed.placement;
   std::string message = "rank " + std::to_string(p.rank) + " (pid " + std::to_string(failed.pid) + " on " +
-                        (p.host.empty() ? "localhost" : p.host) + ") " + what;
+                        (p.host.empty() ? "localhost" : p.host) + ") " + what + (context_ ? context_() : "");
   say(message + (alive > 0 ? "; stopping the other " + std::to_string(alive) + " rank" + (alive == 1 ? "" : "s") : ""));
   publish_failure_(p.rank, message);
   if (options_.failure_grace_seconds > 0) {

@@ -1,6 +1,7 @@
 #include "communicator_impl.hpp"
 
 #include "common/error.hpp"
+#include "common/foreign_signal_handlers.hpp"
 #include "common/log.hpp"
 #include "transport_factory.hpp"
 
@@ -153,6 +154,7 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_environment() {
   std::unique_ptr<CommunicatorImpl> comm(new CommunicatorImpl());
   comm->session_ = std::make_shared<Session>();
   Session& session = *comm->session_;
+  signals::remove_infinipath_handlers();  // the real signal and status must reach the launcher
   session.settings = config::Settings::from_env();
   session.job = bootstrap::detect_job();
   log::set_rank(session.job.rank);

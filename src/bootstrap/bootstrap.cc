@@ -174,6 +174,16 @@ std::optional<Error> Bootstrap::peer_failure() {
                failed->rank);
 }
 
+// After a size mismatch, rank 0 (which may serve the store) leaves only once
+// the other ranks it knows of have read the verdict, or after a second: they
+// fail naming the sizes, not a closed store.
+void Bootstrap::linger_until_read(const std::string& counter, int readers) {
+  const auto give_up = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(1));
+  while (client_->add(counter, 0) < readers && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 // get() that says every few seconds what is missing (wait_reporting's
 // caller knows: which ranks, or that rank 0 has not gathered yet).
 Bytes Bootstrap::wait_reporting(const std::string& key, const std::function<std::string()>& what_is_missing) {
@@ -252,6 +262,7 @@ std::vector<Bytes> Bootstrap::all_gather(const std::string& prefix, const Bytes&
                    " has ", job_.size_variable, "=", their_size, "; every rank must be started with the same ",
                    job_.size_variable);
         client_->set(packed_key, with_u32(kSizeMismatch, Bytes(mismatch.begin(), mismatch.end())));
+        linger_until_read(keys + "/mismatch-read", r);
         throw Error(Status::config, mismatch, r);
       }
       blobs.push_back(std::move(value));
@@ -268,6 +279,7 @@ std::vector<Bytes> Bootstrap::all_gather(const std::string& prefix, const Bytes&
   Bytes gathered = with_context(concat("all_gather \"", prefix, "\": rank 0 never published the gathered values"), 0,
                                 [&] { return wait_reporting(packed_key, rank0_missing); });
   const uint32_t rank0_size = take_u32(gathered, packed_key);
+  if (rank0_size != size) client_->add(keys + "/mismatch-read", 1);  // rank 0 may take the store down now
   if (rank0_size == kSizeMismatch) throw Error(Status::config, std::string(gathered.begin(), gathered.end()), 0);
   if (rank0_size != size) {
     throw Error(Status::config,

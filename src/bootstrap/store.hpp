@@ -53,6 +53,8 @@ class StoreServer {
   uint16_t port() const;
   // Sets a key from inside the serving process (e.g. chorusrun publishing a failure).
   void set(const std::string& key, const Bytes& value);
+  // Reads a key from inside the serving process; nullopt if it is not set.
+  std::optional<Bytes> get(const std::string& key) const;
   ServerStats stats() const;
 
   class Impl;
@@ -115,7 +117,7 @@ struct JobInfo {
   std::string secret;
   bool rank0_serves = false;  // rank 0 must start a StoreServer
   std::string job_id;         // for the port file and key namespacing
-  std::string size_variable;  // where `size` came from, e.g. "WORLD_SIZE" (for messages)
+  std::string size_variable = "size";  // where `size` came from, e.g. "WORLD_SIZE" (for messages)
 };
 JobInfo detect_job();
 
@@ -164,6 +166,7 @@ class Bootstrap {
   bool joined_ = false;  // the first all_gather (which reports missing ranks as "not joined") is done
 
   Bytes wait_reporting(const std::string& key, const std::function<std::string()>& what_is_missing);
+  void linger_until_read(const std::string& counter, int readers);
 };
 
 }  // namespace chorus::bootstrap

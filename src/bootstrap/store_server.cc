@@ -80,6 +80,7 @@ class StoreServer::Impl {
 
   uint16_t port() const { return port_; }
   void set(const std::string& key, const Bytes& value);
+  std::optional<Bytes> get(const std::string& key) const;
   ServerStats stats() const;
 
  private:
@@ -202,6 +203,13 @@ void StoreServer::Impl::set(const std::string& key, const Bytes& value) {
     externally_set_.push_back(key);
   }
   signal_wake();
+}
+
+std::optional<Bytes> StoreServer::Impl::get(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(store_mutex_);
+  auto found = store_.find(key);
+  if (found == store_.end()) return std::nullopt;
+  return found->second;
 }
 
 ServerStats StoreServer::Impl::stats() const {
@@ -612,6 +620,7 @@ StoreServer::StoreServer(const std::string& bind_address, uint16_t port, std::st
 StoreServer::~StoreServer() = default;
 uint16_t StoreServer::port() const { return impl_->port(); }
 void StoreServer::set(const std::string& key, const Bytes& value) { impl_->set(key, value); }
+std::optional<Bytes> StoreServer::get(const std::string& key) const { return impl_->get(key); }
 ServerStats StoreServer::stats() const { return impl_->stats(); }
 
 }  // namespace chorus::bootstrap

@@ -6,6 +6,7 @@
 #include "tests/listening_sockets.hpp"
 
 #include <fcntl.h>
+#include <fstream>
 #include <functional>
 #include <latch>
 #include <mutex>
@@ -327,4 +328,128 @@ TEST(PortFile, WaitForTimesOutNamingThePath) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
   EXPECT_GE(elapsed_since(start), milliseconds(150));
+}
+
+// --- Startup papercuts (issue 21) ----------------------------------------------
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+// Runs `body` in this (forked) process with stderr going to `path`.
+void with_stderr_to(const std::string& path, const std::function<void()>& body) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0 || ::dup2(fd, STDERR_FILENO) < 0) throw Error(Status::internal, "redirecting stderr failed");
+  ::close(fd);
+  body();
+}
+
+// The error `body` throws; fails the process if it throws none.
+Error error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e;
+  }
+  throw Error(Status::internal, "no error was thrown");
+}
+
+void expect_in(const std::string& text, const std::string& fragment) {
+  if (text.find(fragment) == std::string::npos) {
+    throw Error(Status::internal, concat("expected \"", fragment, "\" in: ", text));
+  }
+}
+
+}  // namespace
+
+// WORLD_SIZE 3, 4, 3: every rank fails in the first exchange, at once,
+// naming both values (it used to be "packed all_gather value ... is
+// truncated" on some ranks and CHORUS_TIMEOUT on the others).
+TEST(Startup, RanksThatDisagreeOnTheSizeAllFailAtOnceNamingBoth) {
+  const uint16_t port = unused_port();
+  const auto start = Clock::now();
+  run_processes(3, [&](int rank) {
+    ScopedJobEnv env({{"RANK", std::to_string(rank)},
+                      {"WORLD_SIZE", rank == 1 ? "4" : "3"},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", std::to_string(port)}});
+    Bootstrap boot(detect_job(), milliseconds(20000));
+    Error e = error_of([&] { boot.all_gather("chorus/host", bytes_of("host")); });
+    if (e.status() != Status::config) throw Error(Status::internal, concat("wrong status: ", e.what()));
+    expect_in(e.what(), "the ranks disagree on the job's size: rank 0 has WORLD_SIZE=3, rank 1 has WORLD_SIZE=4");
+  });
+  EXPECT_LT(elapsed_since(start), milliseconds(5000)) << "a rank waited for its timeout";
+}
+
+// Rank 0 of 3 whose ranks 1 and 2 never start: every second (with this short
+// timeout) it says which ranks are missing, and that ranks on other hosts
+// need MASTER_ADDR/MASTER_PORT, before timing out.
+TEST(Startup, WaitingRankZeroSaysWhichRanksAreMissing) {
+  const std::string log = ::testing::TempDir() + "/startup_missing.log";
+  const std::string id = unique_job_id("missing-ranks");
+  const auto start = Clock::now();
+  run_processes(1, [&](int) {
+    with_stderr_to(log, [&] {
+      Bootstrap boot(job_for(0, 3, id), milliseconds(2500));
+      Error e = error_of([&] { boot.all_gather("chorus/host", bytes_of("host")); });
+      if (e.status() != Status::timeout) throw Error(Status::internal, concat("wrong status: ", e.what()));
+    });
+  });
+  EXPECT_LT(elapsed_since(start), milliseconds(6000));
+  const std::string said = read_text(log);
+  EXPECT_NE(said.find("still waiting for ranks 1, 2 of 3 to join the job"), std::string::npos) << said;
+  EXPECT_NE(said.find("set MASTER_ADDR and MASTER_PORT"), std::string::npos) << said;
+}
+
+// A rank whose rank 0 never writes the port file says so, with the hint.
+TEST(Startup, RankWaitingForThePortFileSaysSo) {
+  const std::string log = ::testing::TempDir() + "/startup_port_file.log";
+  const std::string id = unique_job_id("no-port-file");
+  run_processes(1, [&](int) {
+    with_stderr_to(log, [&] { error_of([&] { Bootstrap boot(job_for(1, 2, id), milliseconds(2500)); }); });
+  });
+  const std::string said = read_text(log);
+  EXPECT_NE(said.find("still waiting for rank 0 to publish the store's port in " + port_file::path_for(id)),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("set MASTER_ADDR and MASTER_PORT"), std::string::npos) << said;
+}
+
+// Something else listens where the store should be (torchrun's own store at
+// MASTER_PORT): it accepts, reads HELLO, and never answers. The rank fails in
+// seconds, saying so, not after CHORUS_TIMEOUT.
+TEST(Startup, SilentForeignListenerFailsFast) {
+  net::Fd foreign = net::listen_on("127.0.0.1", 0);  // the kernel accepts into the backlog; nobody answers
+  const auto start = Clock::now();
+  try {
+    StoreClient client("127.0.0.1", net::local_port(foreign.get()), "secret", milliseconds(30000));
+    FAIL() << "a listener that never answered was taken for a store";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::bootstrap);
+    EXPECT_NE(std::string(e.what()).find("is not a chorus bootstrap store"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("MASTER_PORT"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(elapsed_since(start), milliseconds(5000));
+}
+
+TEST(Startup, TalkingForeignListenerFailsAtOnce) {
+  net::Fd foreign = net::listen_on("127.0.0.1", 0);
+  std::thread server([&] {
+    const int fd = ::accept(foreign.get(), nullptr, nullptr);
+    const std::string answer = "HTTP/1.1 400 Bad Request\r\n\r\n";
+    (void)!::write(fd, answer.data(), answer.size());
+    ::close(fd);
+  });
+  const auto start = Clock::now();
+  try {
+    StoreClient client("127.0.0.1", net::local_port(foreign.get()), "secret", milliseconds(30000));
+    ADD_FAILURE() << "an HTTP server was taken for a store";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a chorus bootstrap store"), std::string::npos) << e.what();
+  }
+  server.join();
+  EXPECT_LT(elapsed_since(start), milliseconds(1000));
 }
