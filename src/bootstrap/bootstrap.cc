@@ -186,7 +186,8 @@ void Bootstrap::linger_until_read(const std::string& counter, int readers) {
 
 // get() that says every few seconds what is missing (wait_reporting's
 // caller knows: which ranks, or that rank 0 has not gathered yet).
-Bytes Bootstrap::wait_reporting(const std::string& key, const std::function<std::string()>& what_is_missing) {
+Bytes Bootstrap::wait_reporting(const std::string& key, const std::function<std::string()>& what_is_missing,
+                                const std::string& hint) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const auto deadline = start + timeout_;
@@ -200,7 +201,7 @@ Bytes Bootstrap::wait_reporting(const std::string& key, const std::function<std:
     }
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
     log::warn(what_is_missing(), " (", waited.count(), " s so far; CHORUS_TIMEOUT is ",
-              std::chrono::duration_cast<std::chrono::seconds>(timeout_).count(), " s)");
+              static_cast<double>(timeout_.count()) / 1000, " s)", hint);
   }
 }
 std::optional<Error> Bootstrap::launcher_failure() {
@@ -251,10 +252,10 @@ std::vector<Bytes> Bootstrap::all_gather(const std::string& prefix, const Bytes&
           if (!client_->check(key_of(other))) absent.push_back(other);
         }
         return concat("still waiting for rank", absent.size() == 1 ? " " : "s ", rank_list(absent), " of ", job_.size,
-                      " ", waiting_for, " (job ", job_.job_id, ")", address_hint);
+                      " ", waiting_for, " (job ", job_.job_id, ")");
       };
       Bytes value = with_context(concat("all_gather \"", prefix, "\": rank ", r, "'s value never arrived"), r,
-                                 [&] { return wait_reporting(key_of(r), missing); });
+                                 [&] { return wait_reporting(key_of(r), missing, address_hint); });
       const uint32_t their_size = take_u32(value, key_of(r));
       if (their_size != size) {
         const std::string mismatch =
@@ -273,11 +274,11 @@ std::vector<Bytes> Bootstrap::all_gather(const std::string& prefix, const Bytes&
     return blobs;
   }
   auto rank0_missing = [&] {
-    return concat("still waiting for rank 0 to gather every rank's value ", first ? "(the ranks are joining the job)" : "",
-                  "; rank 0 says which ranks are missing", address_hint);
+    return concat("still waiting for rank 0 to gather every rank's value", first ? " (the ranks are joining the job)" : "",
+                  "; rank 0 says which ranks are missing");
   };
   Bytes gathered = with_context(concat("all_gather \"", prefix, "\": rank 0 never published the gathered values"), 0,
-                                [&] { return wait_reporting(packed_key, rank0_missing); });
+                                [&] { return wait_reporting(packed_key, rank0_missing, ""); });
   const uint32_t rank0_size = take_u32(gathered, packed_key);
   if (rank0_size != size) client_->add(keys + "/mismatch-read", 1);  // rank 0 may take the store down now
   if (rank0_size == kSizeMismatch) throw Error(Status::config, std::string(gathered.begin(), gathered.end()), 0);

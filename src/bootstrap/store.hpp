@@ -165,7 +165,8 @@ class Bootstrap {
   bool store_answers_ = true;
   bool joined_ = false;  // the first all_gather (which reports missing ranks as "not joined") is done
 
-  Bytes wait_reporting(const std::string& key, const std::function<std::string()>& what_is_missing);
+  Bytes wait_reporting(const std::string& key, const std::function<std::string()>& what_is_missing,
+                       const std::string& hint);
   void linger_until_read(const std::string& counter, int readers);
 };
 
