@@ -1,5 +1,6 @@
 // Bootstrap: all_gather and barrier across ranks that are threads or real
 // forked processes, the rank-0 port file, and timeouts that name the rank.
+#include "bootstrap/departures.hpp"
 #include "bootstrap/port_file.hpp"
 #include "bootstrap/store.hpp"
 #include "tests/bootstrap/helpers.hpp"
@@ -452,4 +453,62 @@ TEST(Startup, TalkingForeignListenerFailsAtOnce) {
   }
   server.join();
   EXPECT_LT(elapsed_since(start), milliseconds(1000));
+}
+
+// --- Departures: what a rank that left tells the others -------------------------
+
+namespace {
+
+Departure departure(int rank, bool failed, std::vector<std::pair<uint32_t, uint64_t>> calls) {
+  return Departure{rank, failed, failed ? "allreduce on rank 1 failed: boom" : "called finalize()", std::move(calls)};
+}
+
+CurrentCall collective(const std::vector<int>& members, uint64_t calls) {
+  return CurrentCall{0, calls, members, -1, "allreduce"};
+}
+
+}  // namespace
+
+TEST(Departures, RecordsRoundTripAndMalformedOnesAreRefused) {
+  Departure d = departure(7, true, {{0, 12}, {3, 1}});
+  d.how = "error text\nwith a newline: kept";
+  std::optional<Departure> back = decode_departure(encode(d));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->rank, 7);
+  EXPECT_TRUE(back->failed);
+  EXPECT_EQ(back->how, d.how);
+  EXPECT_EQ(back->calls_on(3), 1u);
+  EXPECT_EQ(back->calls_on(0), 12u);
+  EXPECT_EQ(back->calls_on(9), 0u);
+  for (const char* bad : {"", "rank x\nfailed 0\ncalls \nhow y", "rank 1\nfailed 2\ncalls \nhow y",
+                          "rank 1\nfailed 0\ncalls 0:\nhow y", "rank 1\nfailed 0\ncalls 0:1\nwho y"}) {
+    EXPECT_FALSE(decode_departure(bytes_of(bad)).has_value()) << bad;
+  }
+}
+
+TEST(Departures, OnlyARankThatNeverJoinsTheCallBlocksIt) {
+  const std::vector<int> everyone = {0, 1, 2};
+  // Rank 2 finalized after 1 call; rank 0 is in call 2: blocked, naming rank 2.
+  auto blocked = departure_blocking({departure(2, false, {{0, 1}})}, collective(everyone, 2), 0);
+  ASSERT_TRUE(blocked.has_value());
+  EXPECT_EQ(blocked->peer(), 2);
+  EXPECT_EQ(blocked->status(), Status::peer_failed);
+  EXPECT_NE(std::string(blocked->what()).find("rank 2 left the job (called finalize()) after 1 collective call"),
+            std::string::npos)
+      << blocked->what();
+  // It took part in call 2 (rank 0 waits on a slow third rank): not blocked.
+  EXPECT_FALSE(departure_blocking({departure(2, false, {{0, 2}})}, collective(everyone, 2), 0).has_value());
+  // Not a member of the communicator of the call: not blocked.
+  EXPECT_FALSE(departure_blocking({departure(2, false, {{0, 0}})}, collective({0, 1}, 2), 0).has_value());
+  // Failed inside call 2 itself: blocked; failed in a later call: not.
+  EXPECT_TRUE(departure_blocking({departure(1, true, {{0, 2}})}, collective(everyone, 2), 0).has_value());
+  EXPECT_FALSE(departure_blocking({departure(1, true, {{0, 3}})}, collective(everyone, 2), 0).has_value());
+  // Point-to-point: a receive from the rank that left, or from any source
+  // once every other member has left.
+  EXPECT_TRUE(departure_blocking({departure(2, false, {})}, CurrentCall{0, 0, everyone, 2, "recv"}, 0).has_value());
+  EXPECT_FALSE(departure_blocking({departure(2, false, {})}, CurrentCall{0, 0, everyone, 1, "recv"}, 0).has_value());
+  EXPECT_FALSE(departure_blocking({departure(2, false, {})}, CurrentCall{0, 0, everyone, -1, "recv"}, 0).has_value());
+  EXPECT_TRUE(departure_blocking({departure(1, false, {}), departure(2, false, {})}, CurrentCall{0, 0, everyone, -1, "recv"},
+                                 0)
+                  .has_value());
 }
