@@ -192,18 +192,26 @@ Bytes Bootstrap::wait_reporting(const std::string& key, const std::function<std:
   const auto start = Clock::now();
   const auto deadline = start + timeout_;
   const auto interval = startup_report_interval(timeout_);
+  auto next_report = start + interval;
   for (;;) {
-    const auto slice_end = std::min(deadline, Clock::now() + interval);
+    // Slices of a second: between them, ask whether a rank failed (as get() does).
+    const auto slice_end = std::min(deadline, Clock::now() + std::chrono::seconds(1));
     try {
       return client_->get_until(key, slice_end);
     } catch (const Error& e) {
       if (e.status() != Status::timeout || slice_end >= deadline) throw;
     }
-    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
-    log::warn(what_is_missing(), " (", waited.count(), " s so far; CHORUS_TIMEOUT is ",
-              static_cast<double>(timeout_.count()) / 1000, " s)", hint);
+    if (std::optional<Error> failure = peer_failure()) {
+      throw Error(failure->status(), concat("while waiting for key \"", key, "\": ", failure->what()), failure->peer());
+    }
+    const auto now = Clock::now();
+    if (now < next_report) continue;
+    next_report = now + interval;
+    log::warn(what_is_missing(), " (", std::chrono::duration_cast<std::chrono::seconds>(now - start).count(),
+              " s so far; CHORUS_TIMEOUT is ", static_cast<double>(timeout_.count()) / 1000, " s)", hint);
   }
 }
+
 std::optional<Error> Bootstrap::launcher_failure() {
   if (job_.launcher != "chorusrun" || !store_answers_) return std::nullopt;
   try {

@@ -439,6 +439,8 @@ TEST(Startup, SilentForeignListenerFailsFast) {
 TEST(Startup, TalkingForeignListenerFailsAtOnce) {
   net::Fd foreign = net::listen_on("127.0.0.1", 0);
   std::thread server([&] {
+    pollfd ready{foreign.get(), POLLIN, 0};
+    ::poll(&ready, 1, 5000);  // the listener is non-blocking
     const int fd = ::accept(foreign.get(), nullptr, nullptr);
     const std::string answer = "HTTP/1.1 400 Bad Request\r\n\r\n";
     (void)!::write(fd, answer.data(), answer.size());
