@@ -215,7 +215,8 @@ TEST(Chorusrun, HelpAndVersion) {
   Result r = run("--help");
   EXPECT_EQ(r.status, 0);
   for (const char* option : {"-n, --np", "--hosts", "--hostfile", "--rsh", "--store-addr", "--transport",
-                             "--ofi-provider", "--timeout", "-x VAR", "--tag-output", "--bind", "--report-bindings"}) {
+                             "--ofi-provider", "--timeout", "-x VAR", "--tag-output", "--bind", "--report-bindings",
+                             "-np N", "--oversubscribe", "--map-by", "--bind-to", "--allow-run-as-root"}) {
     EXPECT_TRUE(contains(r.output, option)) << option;
   }
   EXPECT_TRUE(contains(run("--version").output, "chorusrun (chorus)"));
