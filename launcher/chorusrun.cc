@@ -3,6 +3,7 @@
 #include "job.hpp"
 #include "options.hpp"
 
+#include "bootstrap/departures.hpp"
 #include "bootstrap/store.hpp"
 
 #include <sys/random.h>
@@ -39,6 +40,26 @@ bool is_this_host(const std::string& host) {
   char name[256] = {0};
   gethostname(name, sizeof name - 1);
   return host.empty() || host == "localhost" || host == "127.0.0.1" || host == name;
+}
+
+// ", after rank 2 left the job (destroyed its Communicator without
+// finalize())": a rank that leaves early is the cause of the failures that
+// follow, though it exits last (docs/errors.md).
+std::string ranks_that_left(const chorus::bootstrap::StoreServer& store, const std::string& job_id) {
+  using chorus::bootstrap::Departures;
+  const auto count = store.get(Departures::counter_key(job_id));
+  if (!count) return {};
+  std::string text;
+  int listed = 0;
+  const long total = std::strtol(std::string(count->begin(), count->end()).c_str(), nullptr, 10);
+  for (long number = 1; number <= total && listed < 4; ++number) {
+    const auto record = store.get(Departures::record_key(job_id, number));
+    const auto departure = record ? chorus::bootstrap::decode_departure(*record) : std::nullopt;
+    if (!departure || departure->failed) continue;  // a rank that failed says so itself
+    text += (listed++ == 0 ? ", after rank " : "; rank ") + std::to_string(departure->rank) + " left the job (" +
+            departure->how + ")";
+  }
+  return text;
 }
 
 int usage_error(const std::string& message) {
@@ -110,6 +131,10 @@ int main(int argc, char** argv) {
     if (options.report_bindings) vars.push_back("CHORUS_REPORT_BINDINGS=1");
     // libfabric's tcp provider would otherwise pick the first interface (eth0).
     if (!remote && std::getenv("FI_TCP_IFACE") == nullptr) vars.push_back("FI_TCP_IFACE=lo");
+    // libfabric loads PSM (infinipath), whose handlers turn SIGSEGV, SIGINT,
+    // ... into exit(1): the rank's real signal and status would be lost.
+    // mpirun sets the same.
+    if (std::getenv("IPATH_NO_BACKTRACE") == nullptr) vars.push_back("IPATH_NO_BACKTRACE=1");
     // -x comes last: it overrides what chorusrun sets itself.
     for (const std::string& exported : options.exports) {
       if (exported.find('=') != std::string::npos) {
@@ -127,7 +152,7 @@ int main(int argc, char** argv) {
       const std::string rank_text = std::to_string(rank);
       store.set("chorus/failed_rank", chorus::bootstrap::Bytes(rank_text.begin(), rank_text.end()));
       store.set("chorus/failed", chorus::bootstrap::Bytes(failure.begin(), failure.end()));
-    });
+    }, [&store, &job_id] { return ranks_that_left(store, job_id); });
     return job.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "chorusrun: %s\n", e.what());

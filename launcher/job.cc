@@ -96,18 +96,34 @@ std::vector<RankPlacement> place_ranks(const Options& options) {
     for (int r = 0; r < options.ranks; ++r) placement.push_back({r, "", r, options.ranks});
     return placement;
   }
-  int rank = 0;
-  for (const Host& host : options.hosts) {
-    int on_host = std::min(host.slots, options.ranks - rank);
-    for (int local = 0; local < on_host; ++local, ++rank) placement.push_back({rank, host.name, local, on_host});
-    if (rank == options.ranks) break;
+  // By slot each host fills up in order; by node the hosts take one rank each
+  // in turn. Ranks beyond every slot (--oversubscribe) go round-robin.
+  const size_t hosts = options.hosts.size();
+  std::vector<int> used(hosts, 0);
+  size_t next = 0;
+  size_t overflow = 0;
+  std::vector<size_t> host_of;
+  for (int r = 0; r < options.ranks; ++r) {
+    size_t chosen = hosts;
+    for (size_t step = 0; step < hosts && chosen == hosts; ++step) {
+      const size_t h = options.map_by_node ? (next + step) % hosts : step;
+      if (used[h] < options.hosts[h].slots) chosen = h;
+    }
+    if (chosen == hosts) chosen = overflow++ % hosts;
+    next = chosen + 1;
+    host_of.push_back(chosen);
+    placement.push_back({r, options.hosts[chosen].name, used[chosen]++, 0});
   }
+  for (size_t r = 0; r < placement.size(); ++r) placement[r].local_size = used[host_of[r]];
   return placement;
 }
 
 Job::Job(const Options& options, std::vector<RankPlacement> placement, JobEnvironment environment,
-         std::function<void(int rank, const std::string&)> publish_failure)
-    : options_(options), environment_(std::move(environment)), publish_failure_(std::move(publish_failure)) {
+         std::function<void(int rank, const std::string&)> publish_failure, std::function<std::string()> context)
+    : options_(options),
+      environment_(std::move(environment)),
+      publish_failure_(std::move(publish_failure)),
+      context_(std::move(context)) {
   for (auto& p : placement) {
     Rank rank;
     rank.placement = p;
@@ -241,7 +257,7 @@ void Job::fail_job(const Rank& failed, const std::string& what, int exit_status)
   for (const Rank& rank : ranks_) alive += (!rank.ended && &rank != &failed) ? 1 : 0;
   const RankPlacement& p = failed.placement;
   std::string message = "rank " + std::to_string(p.rank) + " (pid " + std::to_string(failed.pid) + " on " +
-                        (p.host.empty() ? "localhost" : p.host) + ") " + what;
+                        (p.host.empty() ? "localhost" : p.host) + ") " + what + (context_ ? context_() : "");
   say(message + (alive > 0 ? "; stopping the other " + std::to_string(alive) + " rank" + (alive == 1 ? "" : "s") : ""));
   publish_failure_(p.rank, message);
   if (options_.failure_grace_seconds > 0) {
@@ -275,8 +291,10 @@ void Job::on_rank_ended(Rank& rank, int status) {
   rank.stopped = false;
   rank.status = status;
   bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  // Killed, it could not remove its shared-memory queues: do it for it.
-  if (WIFSIGNALED(status) && rank.placement.host.empty()) chorus::shm_regions::remove_stale(rank.pid);
+  // Whatever the way it ended (a signal, exit() without destructors, an
+  // error before its peers attached), nothing named after it may stay in
+  // /dev/shm: libfabric's shm queues and chorus' segments are "<pid>:...".
+  if (rank.placement.host.empty()) chorus::shm_regions::remove_stale(rank.pid);
   if (failed) fail_job(rank, describe_status(status), exit_code_of(status));
 }
 

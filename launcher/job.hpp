@@ -35,8 +35,10 @@ struct JobEnvironment {
 
 class Job {
  public:
+  // `publish_failure` records the first failure in the store; `context`
+  // adds what the store knows that explains it (ranks that left before).
   Job(const Options& options, std::vector<RankPlacement> placement, JobEnvironment environment,
-      std::function<void(int rank, const std::string&)> publish_failure);
+      std::function<void(int rank, const std::string&)> publish_failure, std::function<std::string()> context = {});
   ~Job();
 
   // Spawns every rank, forwards output and signals until all have ended;
@@ -62,6 +64,7 @@ class Job {
   const Options& options_;
   JobEnvironment environment_;
   std::function<void(int rank, const std::string&)> publish_failure_;
+  std::function<std::string()> context_;
   std::vector<Rank> ranks_;
   int signal_fd_ = -1;
   int exit_status_ = 0;

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -61,6 +62,51 @@ std::string need_value(int argc, char** argv, int& i, const std::string& option)
   return argv[++i];
 }
 
+// Open MPI spells its long options with one dash too (-np, -host, -bind-to):
+// these are read as their two-dash forms.
+constexpr const char* kSingleDashLongOptions[] = {"-np", "-host", "-hostfile", "-machinefile", "-bind-to",
+                                                  "-map-by", "-oversubscribe", "-mca", "-npernode",
+                                                  "-allow-run-as-root", "-tag-output", "-report-bindings"};
+
+// "-np" -> "--np"; "-n4" / "-np4" -> "-n" with the value attached.
+std::string normalize_spelling(std::string arg, std::optional<std::string>& attached) {
+  const std::string name = arg.substr(0, arg.find('='));
+  for (const char* option : kSingleDashLongOptions) {
+    if (name == option) return "-" + arg;
+  }
+  for (const char* prefix : {"-np", "-n"}) {
+    const size_t length = std::strlen(prefix);
+    if (arg.size() > length && arg.rfind(prefix, 0) == 0 && std::isdigit(static_cast<unsigned char>(arg[length]))) {
+      attached = arg.substr(length);
+      return "-n";
+    }
+  }
+  return arg;
+}
+
+// mpirun's --bind-to in chorusrun's terms (--bind).
+std::string bind_from_mpirun(const std::string& level) {
+  if (level == "core" || level == "hwthread") return "core";
+  if (level == "none") return "none";
+  throw UsageError("--bind-to \"" + level + "\": chorusrun binds each rank to one core (--bind core, or --bind nic " +
+                   "for a core near its NIC) or not at all (--bind none); it has no " + level + "-wide binding");
+}
+
+// Options of mpirun that chorusrun does not have: the error says what to use instead.
+const char* chorusrun_equivalent(const std::string& option) {
+  if (option == "--mca" || option == "--gmca") {
+    return "is Open MPI's: chorus reads CHORUS_* variables instead (chorus_info lists them); pass them with "
+           "-x NAME=value";
+  }
+  if (option == "-N" || option == "--npernode" || option == "--ppn") {
+    return "is mpirun's: give the ranks per host as slots, e.g. --hosts a:4,b:4";
+  }
+  if (option == "--cpus-per-proc" || option == "--cpus-per-rank" || option == "--rank-by" || option == "--display-map") {
+    return "is mpirun's: chorusrun places ranks with --hosts/--hostfile (in order) and binds with --bind nic|core|none";
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 const char* usage_text() {
@@ -71,11 +117,16 @@ gives every rank its CHORUS_* environment, prefixes output lines with [rank],
 forwards signals, and stops the whole job as soon as any rank fails.
 
 Options (--option=value works too):
-  -n, --np N            number of ranks (1..4096; required)
+  -n, --np N            number of ranks (1..4096; required); also -np N, -n4
   --hosts LIST          run on these hosts, e.g. a:4,b:4 (host:slots; ranks fill
-                        hosts in order; default: all ranks on this host)
+                        hosts in order; default: all ranks on this host);
+                        also --host, -H
   --hostfile FILE       hosts from a file: one "host", "host:N" or "host slots=N"
-                        per line, # starts a comment
+                        per line, # starts a comment; also --machinefile
+  --oversubscribe       allow more ranks than the hosts' slots (the rest go
+                        round-robin); on this host alone ranks are never limited
+  --map-by slot|node    slot: fill each host in order (default); node: one rank
+                        per host in turn
   --rsh CMD             remote shell for other hosts (default: ssh, or $CHORUS_RSH)
   --store-addr ADDR     address other hosts use to reach the store on this host
                         (required with remote hosts; default 127.0.0.1)
@@ -99,9 +150,11 @@ Options (--option=value works too):
                         binding the ranks already have, else nic for up to 2
                         ranks per host, a socket each beyond, none when ranks
                         outnumber cores (docs/placement.md)
+  --bind-to core|none   mpirun's spelling of --bind core / --bind none
   --report-bindings     every rank prints its host, rank, cpuset (read back after
                         binding), NIC and CQ completion vector
                         (CHORUS_REPORT_BINDINGS=1)
+  --allow-run-as-root   accepted for mpirun command lines; has no effect
   -v, --verbose         say what chorusrun does (store address, spawned ranks)
   -h, --help            this text
   --version             chorusrun's version
@@ -169,8 +222,9 @@ Options parse_options(int argc, char** argv) {
   int i = 1;
   for (; i < argc; ++i) {
     std::string arg = argv[i];
-    // "--bind=nic" means "--bind nic", as in Open MPI and GNU tools.
     std::optional<std::string> attached;
+    if (arg.size() > 1 && arg[0] == '-' && arg[1] != '-') arg = normalize_spelling(arg, attached);
+    // "--bind=nic" means "--bind nic", as in Open MPI and GNU tools.
     if (const size_t equals = arg.find('='); arg.rfind("--", 0) == 0 && equals != std::string::npos) {
       attached = arg.substr(equals + 1);
       arg.resize(equals);
@@ -181,12 +235,29 @@ Options parse_options(int argc, char** argv) {
       break;
     }
     if (arg.empty() || arg[0] != '-') break;  // the program
-    if (arg == "-n" || arg == "--np") {
+    if (arg == "-n" || arg == "--np" || arg == "--n") {
       options.ranks = parse_count(arg, take_value(), 1, kMaxRanks);
-    } else if (arg == "--hosts") {
+    } else if (arg == "--hosts" || arg == "--host" || arg == "-H") {
       options.hosts = parse_hosts(take_value());
-    } else if (arg == "--hostfile") {
+    } else if (arg == "--hostfile" || arg == "--machinefile") {
       options.hosts = read_hostfile(take_value());
+    } else if (arg == "--oversubscribe") {
+      options.oversubscribe = true;
+    } else if (arg == "--allow-run-as-root") {
+      // mpirun refuses root without it; chorusrun never did.
+    } else if (arg == "--bind-to") {
+      options.bind = bind_from_mpirun(take_value());
+    } else if (arg == "--map-by") {
+      const std::string policy = take_value();
+      const std::string base = policy.substr(0, policy.find(':'));
+      if (base == "slot" || base == "core") {
+        options.map_by_node = false;
+      } else if (base == "node") {
+        options.map_by_node = true;
+      } else {
+        throw UsageError("--map-by \"" + policy + "\": chorusrun maps by slot (fill each host in order, the default) " +
+                         "or by node (one rank per host in turn); give the hosts' slots with --hosts a:4,b:4");
+      }
     } else if (arg == "--rsh") {
       options.rsh = take_value();
     } else if (arg == "--store-addr") {
@@ -230,6 +301,8 @@ Options parse_options(int argc, char** argv) {
     } else if (arg == "--version") {
       options.version = true;
       return options;
+    } else if (const char* instead = chorusrun_equivalent(arg)) {
+      throw UsageError(arg + " " + instead);
     } else {
       throw UsageError("unknown option \"" + arg + "\"");
     }
@@ -240,9 +313,9 @@ Options parse_options(int argc, char** argv) {
   if (options.program.empty()) throw UsageError("no program to run");
   int slots = 0;
   for (const Host& host : options.hosts) slots += host.slots;
-  if (!options.hosts.empty() && options.ranks > slots) {
+  if (!options.hosts.empty() && options.ranks > slots && !options.oversubscribe) {
     throw UsageError("-n " + std::to_string(options.ranks) + " is more than the " + std::to_string(slots) +
-                     " slots the hosts offer");
+                     " slots the hosts offer (--oversubscribe places the rest round-robin)");
   }
   return options;
 }

@@ -21,6 +21,8 @@ struct Host {
 struct Options {
   int ranks = 0;                        // -n
   std::vector<Host> hosts;              // --hosts / --hostfile; empty = this host only
+  bool oversubscribe = false;           // --oversubscribe: more ranks than slots
+  bool map_by_node = false;             // --map-by node: one rank per host in turn
   std::string transport;                // --transport
   std::string ofi_provider;             // --ofi-provider
   double timeout_seconds = 0;           // --timeout (0 = library default)

@@ -1,6 +1,7 @@
 #include "communicator_impl.hpp"
 
 #include "common/error.hpp"
+#include "common/foreign_signal_handlers.hpp"
 #include "common/log.hpp"
 #include "transport_factory.hpp"
 
@@ -121,6 +122,7 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_environment() {
   std::unique_ptr<CommunicatorImpl> comm(new CommunicatorImpl());
   comm->session_ = std::make_shared<Session>();
   Session& session = *comm->session_;
+  signals::remove_infinipath_handlers();  // the real signal and status must reach the launcher
   session.settings = config::Settings::from_env();
   session.job = bootstrap::detect_job();
   log::set_rank(session.job.rank);
@@ -164,7 +166,7 @@ void CommunicatorImpl::connect() {
   auto addresses = session.bootstrap->all_gather("chorus/transport", session.transport->address());
   session.transport->connect(addresses);
   session.engine = std::make_unique<p2p::Engine>(*session.transport, job.rank, job.size, job.local_size, session.settings);
-  session.engine->set_failure_probe([&session] { return session.launcher_failure(); });
+  session.engine->set_failure_probe([&session] { return session.peer_failure(); });
   std::vector<int> everyone(static_cast<size_t>(job.size));
   std::iota(everyone.begin(), everyone.end(), 0);
   set_members(std::move(everyone), job.rank);
@@ -184,6 +186,7 @@ topology::Placement CommunicatorImpl::place(const topology::NicDescription& nic,
 
 void CommunicatorImpl::set_members(std::vector<int> engine_ranks, int rank) {
   scratch_.track_with(&session_->engine);
+  calls_made_ = &session_->calls_made[context_id_];
   engine_ranks_ = std::move(engine_ranks);
   rank_ = rank;
   rank_of_engine_rank_.assign(static_cast<size_t>(session_->job.size), -1);
@@ -197,9 +200,13 @@ int CommunicatorImpl::engine_rank_of(int peer, const char* what) const {
   return engine_ranks_[static_cast<size_t>(peer)];
 }
 
+void CommunicatorImpl::note_call(uint64_t calls, std::string_view what, int peer) {
+  session_->current_call = {context_id_, calls, engine_ranks_, peer, what};
+}
+
 CommunicatorImpl::~CommunicatorImpl() {
   try {
-    finalize();
+    finalize("destroyed its Communicator without finalize()");
   } catch (const std::exception& e) {
     log::warn("finalize during destruction failed: ", e.what());
   }
@@ -299,6 +306,7 @@ void CommunicatorImpl::run(Collective op, const coll::Args& args) {
 
 void CommunicatorImpl::run_locked(Collective op, const coll::Args& user_args) {
   validate(op, user_args);
+  note_call(++*calls_made_, to_string(op), -1);
   if (size() == 1) return run_single_rank(op, user_args);
   execute(prepare(op, user_args, scratch_), scratch_, nullptr);
 }
@@ -369,6 +377,7 @@ void CommunicatorImpl::send(const void* buf, size_t bytes, int peer, int tag) {
   if (tag < 0 || tag > kMaxUserTag) fail(Status::invalid_argument, "send: tag ", tag, " outside 0..", kMaxUserTag);
   check_message_bytes("send", bytes);
   const int engine_peer = engine_rank_of(peer, "send");
+  note_call(0, "send", engine_peer);
   guarded("send", [&] {
     auto request = session_->engine->isend(engine_peer, p2p::CallTag::point_to_point(context_id_, tag), buf, bytes);
     session_->engine->wait(request);
@@ -384,6 +393,7 @@ Received CommunicatorImpl::recv(void* buf, size_t bytes, int peer, int tag) {
   }
   check_message_bytes("recv", bytes);
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "recv");
+  note_call(0, "recv", engine_peer);
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
   p2p::Completion done;
   std::optional<Error> truncated;
@@ -483,7 +493,7 @@ std::string CommunicatorImpl::selected_algorithm(Collective op, size_t bytes) co
   return std::string(choose(op, bytes).name);
 }
 
-void CommunicatorImpl::finalize() {
+void CommunicatorImpl::finalize(const char* how) {
   if (!session_) return;  // construction failed before the session existed
   std::unique_lock lock(session_->mutex);
   if (finalized_) return;
@@ -502,6 +512,7 @@ void CommunicatorImpl::finalize() {
     progress.reset();
     lock.lock();
   }
+  session.announce_departure(sticky_error_ ? sticky_error_->what() : how, sticky_error_.has_value());
   std::optional<Error> failure;
   try {
     if (!sticky_error_ && session.bootstrap) leave_job();

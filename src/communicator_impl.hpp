@@ -10,6 +10,7 @@
 // use, so their messages never match another communicator's.
 #pragma once
 
+#include "bootstrap/departures.hpp"
 #include "bootstrap/store.hpp"
 #include "collectives/collectives.hpp"
 #include "common/config.hpp"
@@ -26,6 +27,7 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 
 namespace chorus {
 
@@ -47,8 +49,17 @@ struct Session {
   uint32_t next_context_id = 1;            // lowest id this process has not used
   bool closed = false;                     // the world communicator was finalized
   nb::DriverMutex mutex;
+  // Collective calls made per communicator context, and the call in
+  // progress: what a rank that left is compared with (departures.hpp).
+  std::unordered_map<uint32_t, uint64_t> calls_made;
+  bootstrap::CurrentCall current_call;
 
   std::optional<Error> launcher_failure();
+  // The engine's failure probe: chorusrun's record, or a rank that left
+  // without joining the call in progress (departure_probe.cc).
+  std::optional<Error> peer_failure();
+  // Tells the other ranks this one is gone; failures are only logged.
+  void announce_departure(const std::string& how, bool failed) noexcept;
   // The non-blocking operations' progress, made with the first of them
   // (under `mutex`).
   nb::Progress& nonblocking();
@@ -121,7 +132,8 @@ class CommunicatorImpl {
 
   // World: collective, leaves the job (every communicator of the process
   // becomes unusable). Split/dup communicators: local, releases this one.
-  void finalize();
+  // `how` tells the others how this rank left (e.g. "called finalize()").
+  void finalize(const char* how = "called finalize()");
   bool finalized() const { return finalized_; }
 
   p2p::Engine& engine() { return *session_->engine; }
@@ -150,6 +162,8 @@ class CommunicatorImpl {
   void check_user_tag(const char* what, int tag, bool wildcard_allowed) const;
   const coll::Algorithm& choose(Collective op, size_t bytes) const;
   void set_members(std::vector<int> engine_ranks, int rank);
+  // Records the call in progress for the failure probe; `calls` 0 = point-to-point.
+  void note_call(uint64_t calls, std::string_view what, int peer);
   int engine_rank_of(int peer, const char* what) const;
   // Runs `body`, remembering the first failure so later calls report it.
   template <class Body>
@@ -168,6 +182,7 @@ class CommunicatorImpl {
   coll::Tuning tuning_;
   std::array<const coll::Algorithm*, kNumCollectives> forced_{};  // nullptr = table
   uint64_t sequence_ = 0;
+  uint64_t* calls_made_ = nullptr;  // this communicator's entry in Session::calls_made
   std::optional<Error> sticky_error_;
   bool finalized_ = false;
   std::atomic<const char*> active_call_{nullptr};  // the call in progress, if any

@@ -50,6 +50,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
   std::lock_guard lock(session_->mutex);
   check_usable();
   validate(op, args);
+  note_call(++*calls_made_, name, -1);
   if (size() == 1) {
     run_single_rank(op, args);
     return completed_request(name);
@@ -92,6 +93,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
   check_user_tag("isend", tag, false);
   check_message_bytes("isend", bytes);
   const int engine_peer = engine_rank_of(peer, "isend");
+  note_call(0, "isend", engine_peer);
   auto operation = std::make_shared<nb::Operation>("isend");
   operation->owner = this;
   guarded("isend", [&] {
@@ -115,6 +117,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
   check_user_tag("irecv", tag, true);
   check_message_bytes("irecv", bytes);
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "irecv");
+  note_call(0, "irecv", engine_peer);
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
   auto operation = std::make_shared<nb::Operation>("irecv");
   operation->owner = this;

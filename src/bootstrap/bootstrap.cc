@@ -1,12 +1,14 @@
 // Bootstrap: the store connection of one rank, plus all_gather and barrier
 // built from store operations. Keys are namespaced by the job id, so jobs
 // sharing a store (or a stale store) never read each other's values.
+#include "bootstrap/departures.hpp"
 #include "bootstrap/port_file.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/store.hpp"
 #include "common/config.hpp"
 #include "common/log.hpp"
 
+#include <algorithm>
 #include <thread>
 
 namespace chorus::bootstrap {
@@ -48,11 +50,47 @@ auto with_context(const std::string& context, int peer, Body&& body) {
   }
 }
 
+// Every all_gather value starts with its rank's job size, and rank 0's packed
+// value with rank 0's (0 there: the text of a size mismatch follows), so ranks
+// started with different sizes all fail in the first exchange, naming both.
+constexpr uint32_t kSizeMismatch = 0;
+
+void put_u32(Bytes& out, uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(value >> shift));
+}
+
+Bytes with_u32(uint32_t value, std::span<const uint8_t> rest) {
+  Bytes out;
+  put_u32(out, value);
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+// Splits a value made by with_u32; throws naming `key` if it is too short.
+uint32_t take_u32(Bytes& value, const std::string& key) {
+  if (value.size() < kLengthBytes) fail(Status::bootstrap, "all_gather value ", key, " is truncated");
+  uint32_t number = 0;
+  for (uint32_t i = 0; i < kLengthBytes; ++i) number = (number << 8) | value[i];
+  value.erase(value.begin(), value.begin() + kLengthBytes);
+  return number;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size() && i < 16; ++i) text += concat(i == 0 ? "" : ", ", ranks[i]);
+  if (ranks.size() > 16) text += concat(" and ", ranks.size() - 16, " more");
+  return text;
+}
+
 // Values up to this size are packed by rank 0 into one key for the others
 // (3N store operations in all instead of N*N); larger gathers read every key.
 constexpr size_t kMaxPacked = 512 * 1024;
 
 }  // namespace
+
+std::chrono::milliseconds startup_report_interval(std::chrono::milliseconds timeout) {
+  return std::clamp<std::chrono::milliseconds>(timeout / 10, std::chrono::seconds(1), std::chrono::seconds(5));
+}
 
 namespace packed {
 
@@ -107,7 +145,8 @@ Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout) : jo
     port = port_file::wait_for(port_file::path_for(job_.job_id), timeout);
   }
   client_ = std::make_unique<StoreClient>(host, port, job_.secret, timeout);
-  if (job_.launcher == "chorusrun") client_->set_failure_check([this] { return launcher_failure(); });
+  departures_ = std::make_unique<Departures>(*client_, job_.job_id);
+  client_->set_failure_check([this] { return peer_failure(); });
   log::debug("rank ", job_.rank, " connected to the bootstrap store at ", net::format_address(host, port),
              server_ ? " (served by this process)" : "");
 }
@@ -118,6 +157,60 @@ Bootstrap::~Bootstrap() {
 }
 
 StoreClient& Bootstrap::store() { return *client_; }
+Departures& Bootstrap::departures() { return *departures_; }
+
+std::optional<Error> Bootstrap::peer_failure() {
+  if (std::optional<Error> failure = launcher_failure()) return failure;
+  if (!store_answers_) return std::nullopt;
+  try {
+    departures_->refresh();
+  } catch (const Error&) {
+    store_answers_ = false;  // rank 0 may have served the store and gone
+    return std::nullopt;
+  }
+  const Departure* failed = departures_->first_failed();
+  if (failed == nullptr) return std::nullopt;
+  return Error(Status::peer_failed, concat("rank ", failed->rank, " left the job after an error: ", failed->how),
+               failed->rank);
+}
+
+// After a size mismatch, rank 0 (which may serve the store) leaves only once
+// the other ranks it knows of have read the verdict, or after a second: they
+// fail naming the sizes, not a closed store.
+void Bootstrap::linger_until_read(const std::string& counter, int readers) {
+  const auto give_up = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(1));
+  while (client_->add(counter, 0) < readers && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// get() that says every few seconds what is missing (wait_reporting's
+// caller knows: which ranks, or that rank 0 has not gathered yet).
+Bytes Bootstrap::wait_reporting(const std::string& key, const std::function<std::string()>& what_is_missing,
+                                const std::string& hint) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + timeout_;
+  const auto interval = startup_report_interval(timeout_);
+  auto next_report = start + interval;
+  for (;;) {
+    // Slices of a second: between them, ask whether a rank failed (as get() does).
+    const auto slice_end = std::min(deadline, Clock::now() + std::chrono::seconds(1));
+    try {
+      return client_->get_until(key, slice_end);
+    } catch (const Error& e) {
+      if (e.status() != Status::timeout || slice_end >= deadline) throw;
+    }
+    if (std::optional<Error> failure = peer_failure()) {
+      throw Error(failure->status(), concat("while waiting for key \"", key, "\": ", failure->what()), failure->peer());
+    }
+    const auto now = Clock::now();
+    if (now < next_report) continue;
+    next_report = now + interval;
+    log::warn(what_is_missing(), " (", std::chrono::duration_cast<std::chrono::seconds>(now - start).count(),
+              " s so far; CHORUS_TIMEOUT is ", static_cast<double>(timeout_.count()) / 1000, " s)", hint);
+  }
+}
 
 std::optional<Error> Bootstrap::launcher_failure() {
   if (job_.launcher != "chorusrun" || !store_answers_) return std::nullopt;
@@ -145,24 +238,71 @@ std::vector<Bytes> Bootstrap::all_gather(const std::string& prefix, const Bytes&
   const std::string keys = round == 0 ? base : concat(base, "#", round);
   auto key_of = [&](int r) { return concat(keys, "/", r); };
   const std::string packed_key = keys + "/all";
+  const auto size = static_cast<uint32_t>(job_.size);
+  const bool first = !joined_;
+  joined_ = true;
+  const std::string waiting_for = first ? "to join the job" : concat("to reach all_gather \"", prefix, "\"");
+  // Without an address, only ranks on rank 0's host can find the store.
+  const std::string address_hint =
+      job_.rank0_serves && job_.store_host.empty() && job_.size > 1
+          ? concat("; ranks on other hosts than rank 0 cannot find its store: set MASTER_ADDR and MASTER_PORT (or "
+                   "CHORUS_STORE_ADDR=host:port) in every rank")
+          : std::string();
 
-  client_->set(key_of(job_.rank), blob);
+  client_->set(key_of(job_.rank), with_u32(size, blob));
   std::vector<Bytes> blobs;
   if (job_.rank == 0) {
     size_t total = 0;
     for (int r = 0; r < job_.size; ++r) {
-      blobs.push_back(with_context(concat("all_gather \"", prefix, "\": rank ", r, "'s value never arrived"), r,
-                                   [&] { return client_->get(key_of(r)); }));
+      auto missing = [&] {
+        std::vector<int> absent;
+        for (int other = r; other < job_.size; ++other) {
+          if (!client_->check(key_of(other))) absent.push_back(other);
+        }
+        return concat("still waiting for rank", absent.size() == 1 ? " " : "s ", rank_list(absent), " of ", job_.size,
+                      " ", waiting_for, " (job ", job_.job_id, ")");
+      };
+      Bytes value = with_context(concat("all_gather \"", prefix, "\": rank ", r, "'s value never arrived"), r,
+                                 [&] { return wait_reporting(key_of(r), missing, address_hint); });
+      const uint32_t their_size = take_u32(value, key_of(r));
+      if (their_size != size) {
+        const std::string mismatch =
+            concat("the ranks disagree on the job's size: rank 0 has ", job_.size_variable, "=", job_.size, ", rank ", r,
+                   " has ", job_.size_variable, "=", their_size, "; every rank must be started with the same ",
+                   job_.size_variable);
+        client_->set(packed_key, with_u32(kSizeMismatch, Bytes(mismatch.begin(), mismatch.end())));
+        linger_until_read(keys + "/mismatch-read", r);
+        throw Error(Status::config, mismatch, r);
+      }
+      blobs.push_back(std::move(value));
       total += kLengthBytes + blobs.back().size();
     }
     // An empty packed value tells the others to read every key themselves.
-    client_->set(packed_key, total <= kMaxPacked ? packed::pack(blobs) : Bytes{});
+    client_->set(packed_key, with_u32(size, total <= kMaxPacked ? packed::pack(blobs) : Bytes{}));
     return blobs;
   }
+  auto rank0_missing = [&] {
+    return concat("still waiting for rank 0 to gather every rank's value", first ? " (the ranks are joining the job)" : "",
+                  "; rank 0 says which ranks are missing");
+  };
   Bytes gathered = with_context(concat("all_gather \"", prefix, "\": rank 0 never published the gathered values"), 0,
-                              [&] { return client_->get(packed_key); });
+                                [&] { return wait_reporting(packed_key, rank0_missing, ""); });
+  const uint32_t rank0_size = take_u32(gathered, packed_key);
+  if (rank0_size != size) client_->add(keys + "/mismatch-read", 1);  // rank 0 may take the store down now
+  if (rank0_size == kSizeMismatch) throw Error(Status::config, std::string(gathered.begin(), gathered.end()), 0);
+  if (rank0_size != size) {
+    throw Error(Status::config,
+                concat("the ranks disagree on the job's size: rank 0 has ", job_.size_variable, "=", rank0_size,
+                       ", rank ", job_.rank, " (this rank) has ", job_.size_variable, "=", job_.size,
+                       "; every rank must be started with the same ", job_.size_variable),
+                0);
+  }
   if (!gathered.empty()) return packed::unpack(gathered, job_.size, packed_key);
-  for (int r = 0; r < job_.size; ++r) blobs.push_back(client_->get(key_of(r)));
+  for (int r = 0; r < job_.size; ++r) {
+    Bytes value = client_->get(key_of(r));
+    take_u32(value, key_of(r));
+    blobs.push_back(std::move(value));
+  }
   return blobs;
 }
 
@@ -195,9 +335,9 @@ void Bootstrap::barrier(const std::string& name, const std::function<void()>& pr
     progress();
     const auto now = Clock::now();
     if (now >= deadline) throw timed_out(concat("no answer within ", timeout_.count(), " ms"));
-    if (job_.launcher == "chorusrun" && now >= next_failure_check) {
+    if (now >= next_failure_check) {
       next_failure_check = now + std::chrono::seconds(1);
-      if (std::optional<Error> failure = launcher_failure()) {
+      if (std::optional<Error> failure = peer_failure()) {
         throw Error(failure->status(), concat("barrier \"", name, "\": ", failure->what()), failure->peer());
       }
     }

@@ -412,4 +412,9 @@ std::string Decoder::progress() const {
                 " frame");
 }
 
+std::optional<Header> Decoder::pending_header() const {
+  if (pending() < kHeaderBytes) return std::nullopt;
+  return read_header(unread().first<kHeaderBytes>());
+}
+
 }  // namespace chorus::bootstrap::frame

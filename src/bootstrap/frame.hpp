@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -141,6 +142,8 @@ class Decoder {
   bool mid_frame() const { return pending() > 0; }
   // How far the unfinished frame got, e.g. "7 of 16 header bytes".
   std::string progress() const;
+  // The unfinished frame's header, once its 16 bytes are in (not validated).
+  std::optional<Header> pending_header() const;
 
  private:
   size_t pending() const { return buffer_.size() - start_; }

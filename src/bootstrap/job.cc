@@ -6,6 +6,7 @@
 #include "bootstrap/store.hpp"
 #include "common/config.hpp"
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 #include <cerrno>
 #include <charconv>
@@ -95,6 +96,7 @@ void read_ranks(const LauncherVariables& vars, JobInfo& job) {
     fail(Status::config, vars.size, " is set (", vars.launcher, ") but ", vars.rank, " is not");
   }
   job.launcher = vars.launcher;
+  job.size_variable = vars.size;
   job.size = *env_int_in(vars.size, 1, INT_MAX, "the number of ranks");
   job.rank = *env_int_in(vars.rank, 0, job.size - 1, concat("the rank must be below ", vars.size, "=", job.size));
   job.local_size =
@@ -171,6 +173,15 @@ JobInfo detect_chorusrun() {
   return job;
 }
 
+// torchrun (torch.distributed.elastic) sets TORCHELASTIC_RUN_ID and friends
+// in its workers; a hand-made RANK/WORLD_SIZE environment does not.
+bool under_torchelastic() {
+  for (const char* name : {"TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_USE_AGENT_STORE"}) {
+    if (is_set(name)) return true;
+  }
+  return false;
+}
+
 // mpirun, srun and torchrun: rank 0 serves the store.
 void choose_rank0_store(JobInfo& job) {
   job.rank0_serves = true;
@@ -187,6 +198,14 @@ void choose_rank0_store(JobInfo& job) {
     }
     job.store_host = *config::get("MASTER_ADDR");
     job.store_port = static_cast<uint16_t>(*env_int_in("MASTER_PORT", 1, 65535, "a TCP port"));
+    if (under_torchelastic()) {
+      // torchrun's agent serves its own store at MASTER_PORT: ours takes the next port.
+      if (job.store_port == 65535) {
+        fail(Status::config, "MASTER_PORT=65535 under torchrun: chorus serves its store at MASTER_PORT+1 there "
+                             "(MASTER_PORT is torchrun's own store); set CHORUS_STORE_ADDR=host:port to a free port");
+      }
+      ++job.store_port;
+    }
   }
   const bool has_address = !job.store_host.empty();
   if (has_address) {
@@ -215,9 +234,30 @@ JobInfo detect_with(const LauncherVariables& vars) {
   return job;
 }
 
+// SLURM_PROCID without SLURM_STEP_ID is a batch script (procid 0), or a
+// launcher imitating srun without its step id: each process would otherwise
+// run as its own 1-rank job, silently.
+void check_slurm_without_step() {
+  if (!is_set(kSrun.rank) || is_set("SLURM_STEP_ID") || is_set("TORCHELASTIC_RUN_ID")) return;
+  const std::string procid = *config::get(kSrun.rank);
+  const std::string ntasks = config::get(kSrun.size).value_or("1");
+  if (procid != "0") {
+    fail(Status::config, "SLURM_PROCID=", procid, " is set but SLURM_STEP_ID is not: srun sets both in every task. ",
+         "Start the ranks with srun (inside the allocation), or set SLURM_STEP_ID in every rank if your launcher "
+         "imitates srun; without it each process would run as a separate 1-rank job");
+  }
+  if (ntasks != "1") {
+    log::warn("SLURM_PROCID=0 and SLURM_NTASKS=", ntasks, " are set but SLURM_STEP_ID is not: this looks like a ",
+              "Slurm batch script, not an srun step, so this process runs as a 1-rank job. To run ", ntasks,
+              " ranks, start the program with srun");
+  }
+}
+
 JobInfo detect_single() {
+  check_slurm_without_step();
   JobInfo job;
   job.launcher = "single";
+  job.size_variable = "(no launcher)";
   job.rank0_serves = true;
   job.job_id = concat("single-pid-", ::getpid());
   // Nobody else needs to find this store: an unguessable secret costs nothing.

@@ -1,4 +1,5 @@
 #include "bootstrap/port_file.hpp"
+#include "bootstrap/store.hpp"
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -109,7 +110,9 @@ void publish(const std::string& path, uint16_t port) {
 }
 
 uint16_t wait_for(const std::string& path, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
+  const auto start = Clock::now();
+  const auto deadline = start + timeout;
+  auto next_report = start + startup_report_interval(timeout);
   auto delay = kFirstPollDelay;
   for (;;) {
     int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -129,6 +132,13 @@ uint16_t wait_for(const std::string& path, std::chrono::milliseconds timeout) {
       fail(Status::timeout, "timed out after ", timeout.count(), " ms waiting for rank 0 to publish the store's port in ",
            path, ": rank 0 has not started its store (or failed), or it runs on another host; ranks on several "
            "hosts need CHORUS_STORE_ADDR=host:port");
+    }
+    if (now >= next_report) {
+      next_report = now + startup_report_interval(timeout);
+      log::warn("still waiting for rank 0 to publish the store's port in ", path, " (",
+                std::chrono::duration_cast<std::chrono::seconds>(now - start).count(),
+                " s so far): is rank 0 running? Only ranks on rank 0's host see this file: with ranks on several "
+                "hosts, set MASTER_ADDR and MASTER_PORT (or CHORUS_STORE_ADDR=host:port) in every rank");
     }
     std::this_thread::sleep_for(std::min<Clock::duration>(delay, deadline - now));
     delay = std::min(delay * 2, kMaxPollDelay);

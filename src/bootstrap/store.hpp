@@ -23,19 +23,27 @@
 namespace chorus::bootstrap {
 
 using Bytes = std::vector<uint8_t>;
+class Departures;
+
+// How often a rank that waits at startup says what it waits for: every few
+// seconds, sooner with a short CHORUS_TIMEOUT.
+std::chrono::milliseconds startup_report_interval(std::chrono::milliseconds timeout);
 
 struct ServerStats {
   uint64_t connections_accepted = 0;
   uint64_t connections_refused = 0;  // wrong secret
-  uint64_t frames_rejected = 0;      // malformed / oversized / truncated
+  uint64_t frames_rejected = 0;      // malformed / oversized / truncated / stalled
+  uint64_t connections_evicted = 0;  // closed without HELLO to admit newer connections
 };
 
 class StoreServer {
  public:
   // Listens on bind_address:port (port 0 picks a free port) and serves from a
   // background thread until destroyed. Single-host jobs bind 127.0.0.1.
-  // `stall_timeout`: a connection that sends part of a frame and then nothing
-  // for this long is closed.
+  // `stall_timeout`: a frame (the HELLO: counted from the connection) must
+  // arrive whole within this time of its first byte, or the connection is
+  // closed. Before HELLO a connection may hold only a small HELLO, and at most
+  // 256 such connections are kept.
   StoreServer(const std::string& bind_address, uint16_t port, std::string secret,
               std::chrono::milliseconds stall_timeout = std::chrono::seconds(10));
   ~StoreServer();
@@ -45,6 +53,8 @@ class StoreServer {
   uint16_t port() const;
   // Sets a key from inside the serving process (e.g. chorusrun publishing a failure).
   void set(const std::string& key, const Bytes& value);
+  // Reads a key from inside the serving process; nullopt if it is not set.
+  std::optional<Bytes> get(const std::string& key) const;
   ServerStats stats() const;
 
   class Impl;
@@ -71,6 +81,8 @@ class StoreClient {
   int64_t add(const std::string& key, int64_t delta);
   // True if `key` exists now (no waiting).
   bool check(const std::string& key);
+  // get() with its own deadline instead of the client's timeout.
+  Bytes get_until(const std::string& key, std::chrono::steady_clock::time_point deadline);
   // From now on, waits (get, wait) ask `failure` about once a second and end
   // with the Error it returns, if any: chorusrun records a dead rank in the
   // store, so a rank waiting on it during setup says so at once instead of
@@ -105,6 +117,7 @@ struct JobInfo {
   std::string secret;
   bool rank0_serves = false;  // rank 0 must start a StoreServer
   std::string job_id;         // for the port file and key namespacing
+  std::string size_variable = "size";  // where `size` came from, e.g. "WORLD_SIZE" (for messages)
 };
 JobInfo detect_job();
 
@@ -124,12 +137,17 @@ class Bootstrap {
   explicit Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout);
   ~Bootstrap();
   StoreClient& store();
+  // Ranks that announced they left the job (departures.hpp).
+  Departures& departures();
   // What chorusrun recorded in the store about the first rank that failed
   // (died or stopped), as Error(Status::peer_failed) naming that rank;
   // nullopt if nothing was recorded, under other launchers, or once the
   // store stopped answering (rank 0 may have served it).
   std::optional<Error> launcher_failure();
   bool store_answers() const { return store_answers_; }
+  // launcher_failure(), else the first rank that left the job after an error
+  // (any launcher), as Error(Status::peer_failed) naming it.
+  std::optional<Error> peer_failure();
   // Publishes `blob` under "<prefix>/<rank>" and returns every rank's blob.
   std::vector<Bytes> all_gather(const std::string& prefix, const Bytes& blob);
   // Store-based barrier (used at setup and teardown, not on the data path).
@@ -143,7 +161,13 @@ class Bootstrap {
   std::chrono::milliseconds timeout_;
   std::unique_ptr<StoreServer> server_;
   std::unique_ptr<StoreClient> client_;
+  std::unique_ptr<Departures> departures_;
   bool store_answers_ = true;
+  bool joined_ = false;  // the first all_gather (which reports missing ranks as "not joined") is done
+
+  Bytes wait_reporting(const std::string& key, const std::function<std::string()>& what_is_missing,
+                       const std::string& hint);
+  void linger_until_read(const std::string& counter, int readers);
 };
 
 }  // namespace chorus::bootstrap

@@ -4,6 +4,7 @@
 #include "bootstrap/socket.hpp"
 #include "bootstrap/store.hpp"
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -24,6 +25,9 @@ constexpr auto kFirstRetryDelay = std::chrono::milliseconds(10);
 constexpr auto kMaxRetryDelay = std::chrono::milliseconds(200);
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr auto kFailureCheckInterval = std::chrono::seconds(1);
+// A chorus store answers HELLO at once; a listener that has not within this
+// time is something else (torchrun's own store at MASTER_PORT, ...).
+constexpr auto kHelloAnswerTime = std::chrono::seconds(3);
 
 std::string quoted_key(const std::string& key) { return concat("key \"", key, "\""); }
 
@@ -63,6 +67,7 @@ class StoreClient::Impl {
   std::string broken_;            // why the stream can no longer be trusted
   std::function<std::optional<Error>()> failure_;  // see set_failure_check
   bool asking_failure_ = false;   // inside failure_: plain waits
+  bool answered_ = false;         // a well-formed frame arrived: the peer speaks our protocol
 };
 
 StoreClient::Impl::Impl(const std::string& host, uint16_t port, const std::string& secret,
@@ -73,18 +78,34 @@ StoreClient::Impl::Impl(const std::string& host, uint16_t port, const std::strin
   }
   const auto until = deadline();
   connect(host, port, until);
-  call(Frame::hello(next_id(), secret), Type::ok, until, "presenting the job secret");
+  try {
+    call(Frame::hello(next_id(), secret), Type::ok, std::min(until, Clock::now() + kHelloAnswerTime),
+         "presenting the job secret");
+  } catch (const Error& e) {
+    if (answered_) throw;  // a chorus store refused us, and said why
+    fail(Status::bootstrap, "the listener at ", address_, " is not a chorus bootstrap store (", e.what(),
+         "): another program uses this port. Under torchrun, MASTER_PORT is torchrun's own store (chorus uses "
+         "MASTER_PORT+1 there); otherwise point every rank at a free port with CHORUS_STORE_ADDR=host:port");
+  }
 }
 
 void StoreClient::Impl::connect(const std::string& host, uint16_t port, Clock::time_point deadline) {
   // The server may not be up yet (rank 0 still starting): retry with backoff.
   auto delay = kFirstRetryDelay;
   std::string why = "no attempt finished";
+  const auto start = Clock::now();
+  auto next_report = start + startup_report_interval(timeout_);
   for (;;) {
     fd_ = net::try_connect(host, port, deadline, why);
     if (fd_) return;
     auto now = Clock::now();
     if (now >= deadline) break;
+    if (now >= next_report) {
+      next_report = now + startup_report_interval(timeout_);
+      log::warn("still trying to reach the bootstrap store at ", address_, " (",
+                std::chrono::duration_cast<std::chrono::seconds>(now - start).count(), " s so far; last attempt: ",
+                why, "): is the rank that serves it (rank 0, or chorusrun) running, at this address?");
+    }
     std::this_thread::sleep_for(std::min<Clock::duration>(delay, deadline - now));
     delay = std::min(delay * 2, kMaxRetryDelay);
   }
@@ -195,6 +216,7 @@ Frame StoreClient::Impl::receive_reply(uint32_t id, Clock::time_point deadline, 
       continue;
     }
     Frame& reply = decoded.frame;
+    answered_ = true;
     if (reply.type == Type::error && reply.request_id == 0) {
       broken_ = reply.message;
       fail(Status::bootstrap, "the bootstrap store at ", address_, " closed the connection while ", what, ": ",
@@ -252,6 +274,7 @@ void StoreClient::set(const std::string& key, const Bytes& value) { impl_->set(k
 Bytes StoreClient::get(const std::string& key) { return impl_->get(key); }
 int64_t StoreClient::add(const std::string& key, int64_t delta) { return impl_->add(key, delta); }
 bool StoreClient::check(const std::string& key) { return impl_->check(key); }
+Bytes StoreClient::get_until(const std::string& key, Clock::time_point deadline) { return impl_->get(key, deadline); }
 void StoreClient::set_failure_check(std::function<std::optional<Error>()> failure) {
   impl_->set_failure_check(std::move(failure));
 }

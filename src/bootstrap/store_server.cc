@@ -38,6 +38,15 @@ constexpr size_t kBackpressureBytes = 8 << 20;            // stop reading a clie
 constexpr auto kMaxCloseGrace = std::chrono::seconds(1);  // time to flush an ERROR before closing
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 constexpr size_t kMaxErrorMessage = 1024;
+// Before a connection has presented the job secret it may hold no more than a
+// HELLO (a secret of up to 4 KiB), and only so many may be pending at once:
+// strangers cannot make the store hold memory (docs/bootstrap.md).
+constexpr size_t kMaxHelloPayload = 4096;
+constexpr size_t kMaxUnauthenticated = 256;
+// A connection this old without HELLO may be closed to admit a new one; a
+// real rank sends HELLO right after connecting.
+constexpr auto kMaxHelloGrace = std::chrono::seconds(1);
+constexpr auto kCrowdLogInterval = std::chrono::seconds(5);
 
 std::string peer_name(const sockaddr_storage& address) {
   char host[NI_MAXHOST] = "?";
@@ -71,6 +80,7 @@ class StoreServer::Impl {
 
   uint16_t port() const { return port_; }
   void set(const std::string& key, const Bytes& value);
+  std::optional<Bytes> get(const std::string& key) const;
   ServerStats stats() const;
 
  private:
@@ -91,6 +101,7 @@ class StoreServer::Impl {
     bool dead = false;       // swept at the end of the round
     Clock::time_point accepted_at;
     Clock::time_point last_input;
+    Clock::time_point frame_started;  // first byte of the unfinished frame
     Clock::time_point close_by;
     std::vector<std::string> parked_keys;
 
@@ -106,7 +117,7 @@ class StoreServer::Impl {
   void serve_connection(Connection& c, short revents);
   void read_from(Connection& c);
   void flush(Connection& c);
-  void process_frames(Connection& c);
+  bool process_frames(Connection& c);  // true if a frame was completed
   void handle(Connection& c, const Frame& request);
   void authenticate(Connection& c, const Frame& request);
   void handle_request(Connection& c, const Frame& request);
@@ -118,6 +129,8 @@ class StoreServer::Impl {
   void reject(Connection& c, const std::string& why);
   void close_with_error(Connection& c, const std::string& why);
   void enforce_deadlines(Clock::time_point now);
+  bool admit_one_more(Clock::time_point now);
+  std::string check_unauthenticated(const Connection& c) const;
   void sweep();
   Connection* find(uint64_t id);
 
@@ -139,12 +152,16 @@ class StoreServer::Impl {
   std::unordered_map<std::string, std::vector<Waiter>> parked_;
   uint64_t next_connection_id_ = 1;
   Clock::time_point accept_paused_until_{};
+  size_t unauthenticated_ = 0;        // open connections that have not presented the secret
+  uint64_t crowd_evictions_ = 0;      // closed to admit newer ones, since the last log line
+  Clock::time_point crowd_logged_at_{};
   Bytes read_buffer_ = Bytes(kReadChunk);
 
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> accepted_{0};
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> evicted_{0};
   std::thread thread_;
 };
 
@@ -188,8 +205,15 @@ void StoreServer::Impl::set(const std::string& key, const Bytes& value) {
   signal_wake();
 }
 
+std::optional<Bytes> StoreServer::Impl::get(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(store_mutex_);
+  auto found = store_.find(key);
+  if (found == store_.end()) return std::nullopt;
+  return found->second;
+}
+
 ServerStats StoreServer::Impl::stats() const {
-  return ServerStats{accepted_.load(), refused_.load(), rejected_.load()};
+  return ServerStats{accepted_.load(), refused_.load(), rejected_.load(), evicted_.load()};
 }
 
 void StoreServer::Impl::signal_wake() {
@@ -254,10 +278,10 @@ int StoreServer::Impl::next_timeout_ms(Clock::time_point now) const {
   for (const auto& [id, c] : connections_) {
     if (c->closing) {
       next = std::min(next, c->close_by);
-    } else if (!c->authenticated && !c->decoder.mid_frame()) {
+    } else if (!c->authenticated) {
       next = std::min(next, c->accepted_at + stall_timeout_);
     } else if (c->decoder.mid_frame()) {
-      next = std::min(next, c->last_input + stall_timeout_);
+      next = std::min(next, c->frame_started + stall_timeout_);
     }
   }
   return net::poll_timeout_ms(next);
@@ -265,6 +289,7 @@ int StoreServer::Impl::next_timeout_ms(Clock::time_point now) const {
 
 void StoreServer::Impl::accept_all() {
   for (;;) {
+    if (!admit_one_more(Clock::now())) return;
     sockaddr_storage address{};
     socklen_t length = sizeof address;
     int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&address), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -289,8 +314,41 @@ void StoreServer::Impl::accept_all() {
       log::debug("TCP_NODELAY for store client ", c->peer, " failed: ", errno_string(errno));
     }
     ++accepted_;
+    ++unauthenticated_;
     connections_.emplace(c->id, std::move(c));
   }
+}
+
+// At most kMaxUnauthenticated connections wait to present the secret: beyond
+// that the oldest is closed if it has had its chance (kMaxHelloGrace), else
+// accepting pauses (the backlog stays queued).
+bool StoreServer::Impl::admit_one_more(Clock::time_point now) {
+  if (unauthenticated_ < kMaxUnauthenticated) return true;
+  Connection* oldest = nullptr;
+  for (auto& [id, c] : connections_) {
+    if (!c->authenticated && !c->closing && !c->dead) {
+      oldest = c.get();
+      break;  // ids grow with acceptance: the first is the oldest
+    }
+  }
+  const auto grace = std::min<Clock::duration>(stall_timeout_ / 2, kMaxHelloGrace);
+  const bool evict = oldest != nullptr && now - oldest->accepted_at >= grace;
+  if (evict) {
+    ++evicted_;
+    ++crowd_evictions_;
+    close_with_error(*oldest, concat("closed to admit newer connections: ", kMaxUnauthenticated,
+                                     " connections were waiting to present the job secret"));
+  } else {
+    accept_paused_until_ = now + kAcceptPause;
+  }
+  if (now - crowd_logged_at_ >= kCrowdLogInterval) {
+    crowd_logged_at_ = now;
+    log::warn("bootstrap store at ", address_, ": ", kMaxUnauthenticated,
+              " connections have not presented the job secret; ", crowd_evictions_,
+              " closed to admit newer ones (is something other than this job's ranks connecting?)");
+    crowd_evictions_ = 0;
+  }
+  return evict;
 }
 
 void StoreServer::Impl::serve_connection(Connection& c, short revents) {
@@ -305,8 +363,14 @@ void StoreServer::Impl::read_from(Connection& c) {
     if (got > 0) {
       c.last_input = Clock::now();
       if (c.closing) continue;  // draining what a rejected client still sends
+      const bool was_mid_frame = c.decoder.mid_frame();
       c.decoder.feed({read_buffer_.data(), static_cast<size_t>(got)});
-      process_frames(c);
+      if (!c.authenticated) {
+        if (std::string problem = check_unauthenticated(c); !problem.empty()) return refuse(c, problem);
+      }
+      const bool completed_frames = process_frames(c);
+      // The stall timeout bounds a whole frame, not the gap between bytes.
+      if (c.decoder.mid_frame() && (!was_mid_frame || completed_frames)) c.frame_started = c.last_input;
       if (c.unsent() >= kBackpressureBytes) return;
       continue;
     }
@@ -341,16 +405,35 @@ void StoreServer::Impl::flush(Connection& c) {
   }
 }
 
-void StoreServer::Impl::process_frames(Connection& c) {
+bool StoreServer::Impl::process_frames(Connection& c) {
+  bool completed = false;
   while (!c.closing && !c.dead) {
     frame::Decoded decoded = c.decoder.next();
-    if (decoded.status == frame::DecodeStatus::need_more) return;
+    if (decoded.status == frame::DecodeStatus::need_more) return completed;
     if (decoded.status == frame::DecodeStatus::error) {
       reject(c, decoded.error);
-      return;
+      return completed;
     }
+    completed = true;
     handle(c, decoded.frame);
   }
+  return completed;
+}
+
+// What a connection that has not presented the secret may not do: announce
+// anything but a HELLO, or a HELLO larger than a secret needs. Checked as
+// soon as the header is in, before its payload is held.
+std::string StoreServer::Impl::check_unauthenticated(const Connection& c) const {
+  const std::optional<frame::Header> header = c.decoder.pending_header();
+  if (!header || !frame::check_header(*header).empty()) return {};  // the decoder names a malformed header
+  if (header->type != static_cast<uint8_t>(Type::hello)) {
+    return concat("expected HELLO with the job secret as the first frame, got ", frame::type_name(header->type));
+  }
+  if (header->payload_bytes > kMaxHelloPayload) {
+    return concat("HELLO payload of ", header->payload_bytes, " bytes exceeds the ", kMaxHelloPayload,
+                  "-byte limit for a connection that has not presented the job secret");
+  }
+  return {};
 }
 
 void StoreServer::Impl::handle(Connection& c, const Frame& request) {
@@ -369,6 +452,7 @@ void StoreServer::Impl::authenticate(Connection& c, const Frame& request) {
   }
   if (!secrets_match(request.blob, secret_)) return refuse(c, "wrong job secret");
   c.authenticated = true;
+  --unauthenticated_;
   reply(c, Frame::ok(request.request_id));
 }
 
@@ -475,7 +559,9 @@ void StoreServer::Impl::reject(Connection& c, const std::string& why) {
 void StoreServer::Impl::close_with_error(Connection& c, const std::string& why) {
   // Clients match replies by request id; 0 marks an error about the connection itself.
   reply(c, Frame::error(0, why.substr(0, kMaxErrorMessage)));
+  if (!c.closing && !c.authenticated) --unauthenticated_;
   c.closing = true;
+  c.decoder = frame::Decoder();  // what it held is never read
   c.close_by = Clock::now() + close_grace_;
   if (!c.dead && c.unsent() == 0) flush(c);  // nothing left to send: half-close now
 }
@@ -485,13 +571,20 @@ void StoreServer::Impl::enforce_deadlines(Clock::time_point now) {
     if (c->dead) continue;
     if (c->closing) {
       if (now >= c->close_by) c->dead = true;
-    } else if (c->decoder.mid_frame() && c->unsent() < kBackpressureBytes && now - c->last_input >= stall_timeout_) {
-      auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(now - c->last_input);
-      reject(*c, concat("connection stalled mid-frame: received ", c->decoder.progress(), ", then nothing for ",
-                        milliseconds(quiet), " ms (stall timeout ", milliseconds(stall_timeout_), " ms)"));
-    } else if (!c->authenticated && !c->decoder.mid_frame() && now - c->accepted_at >= stall_timeout_) {
-      log::debug("store client ", c->peer, " sent no HELLO within ", milliseconds(stall_timeout_), " ms");
-      close_with_error(*c, concat("no HELLO within ", milliseconds(stall_timeout_), " ms of connecting"));
+    } else if (!c->authenticated && now - c->accepted_at >= stall_timeout_) {
+      // The whole HELLO, however it trickles in, is due within the stall timeout.
+      if (c->decoder.mid_frame()) {
+        reject(*c, concat("connection stalled mid-frame: received ", c->decoder.progress(), " and no complete HELLO within ",
+                          milliseconds(stall_timeout_), " ms of connecting"));
+      } else {
+        log::debug("store client ", c->peer, " sent no HELLO within ", milliseconds(stall_timeout_), " ms");
+        close_with_error(*c, concat("no HELLO within ", milliseconds(stall_timeout_), " ms of connecting"));
+      }
+    } else if (c->decoder.mid_frame() && c->unsent() < kBackpressureBytes && now - c->frame_started >= stall_timeout_) {
+      auto since = std::chrono::duration_cast<std::chrono::milliseconds>(now - c->frame_started);
+      reject(*c, concat("connection stalled mid-frame: received ", c->decoder.progress(), " in the ", milliseconds(since),
+                        " ms since the frame's first byte (a frame must complete within the stall timeout, ",
+                        milliseconds(stall_timeout_), " ms)"));
     }
   }
 }
@@ -503,6 +596,7 @@ void StoreServer::Impl::sweep() {
       ++it;
       continue;
     }
+    if (!c.authenticated && !c.closing) --unauthenticated_;
     for (const auto& key : c.parked_keys) {
       auto parked = parked_.find(key);
       if (parked == parked_.end()) continue;
@@ -526,6 +620,7 @@ StoreServer::StoreServer(const std::string& bind_address, uint16_t port, std::st
 StoreServer::~StoreServer() = default;
 uint16_t StoreServer::port() const { return impl_->port(); }
 void StoreServer::set(const std::string& key, const Bytes& value) { impl_->set(key, value); }
+std::optional<Bytes> StoreServer::get(const std::string& key) const { return impl_->get(key); }
 ServerStats StoreServer::stats() const { return impl_->stats(); }
 
 }  // namespace chorus::bootstrap

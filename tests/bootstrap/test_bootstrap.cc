@@ -1,11 +1,13 @@
 // Bootstrap: all_gather and barrier across ranks that are threads or real
 // forked processes, the rank-0 port file, and timeouts that name the rank.
+#include "bootstrap/departures.hpp"
 #include "bootstrap/port_file.hpp"
 #include "bootstrap/store.hpp"
 #include "tests/bootstrap/helpers.hpp"
 #include "tests/listening_sockets.hpp"
 
 #include <fcntl.h>
+#include <fstream>
 #include <functional>
 #include <latch>
 #include <mutex>
@@ -170,7 +172,7 @@ TEST(Bootstrap, ForkedMpirunStyleProcesses) {
 
 TEST(Bootstrap, ForkedTorchrunStyleProcessesUseMasterAddrAndPort) {
   constexpr int kSize = 3;
-  const uint16_t port = unused_port();
+  const uint16_t port = static_cast<uint16_t>(unused_port() - 1);  // the store's port, MASTER_PORT+1, is free
   const std::string run_id = unique_job_id("torch");  // before fork: every rank must share it
   run_processes(kSize, [&](int rank) {
     ScopedJobEnv env({{"RANK", std::to_string(rank)},
@@ -181,7 +183,8 @@ TEST(Bootstrap, ForkedTorchrunStyleProcessesUseMasterAddrAndPort) {
                       {"MASTER_PORT", std::to_string(port)},
                       {"TORCHELASTIC_RUN_ID", run_id}});
     JobInfo job = detect_job();
-    if (job.store_port != port) throw Error(Status::internal, "MASTER_PORT was not used");
+    // torchrun's agent store holds MASTER_PORT: chorus serves at the next port.
+    if (job.store_port != port + 1) throw Error(Status::internal, "MASTER_PORT+1 was not used");
     Bootstrap boot(job, kTimeout);
     exercise(boot, rank, kSize);
     boot.barrier("leave");
@@ -326,4 +329,188 @@ TEST(PortFile, WaitForTimesOutNamingThePath) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
   EXPECT_GE(elapsed_since(start), milliseconds(150));
+}
+
+// --- Startup papercuts (issue 21) ----------------------------------------------
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+// Runs `body` in this (forked) process with stderr going to `path`.
+void with_stderr_to(const std::string& path, const std::function<void()>& body) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0 || ::dup2(fd, STDERR_FILENO) < 0) throw Error(Status::internal, "redirecting stderr failed");
+  ::close(fd);
+  body();
+}
+
+// The error `body` throws; fails the process if it throws none.
+Error error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e;
+  }
+  throw Error(Status::internal, "no error was thrown");
+}
+
+void expect_in(const std::string& text, const std::string& fragment) {
+  if (text.find(fragment) == std::string::npos) {
+    throw Error(Status::internal, concat("expected \"", fragment, "\" in: ", text));
+  }
+}
+
+}  // namespace
+
+// WORLD_SIZE 3, 4, 3: every rank fails in the first exchange, at once,
+// naming both values (it used to be "packed all_gather value ... is
+// truncated" on some ranks and CHORUS_TIMEOUT on the others).
+TEST(Startup, RanksThatDisagreeOnTheSizeAllFailAtOnceNamingBoth) {
+  const uint16_t port = unused_port();
+  const auto start = Clock::now();
+  run_processes(3, [&](int rank) {
+    ScopedJobEnv env({{"RANK", std::to_string(rank)},
+                      {"WORLD_SIZE", rank == 1 ? "4" : "3"},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", std::to_string(port)}});
+    Bootstrap boot(detect_job(), milliseconds(20000));
+    Error e = error_of([&] { boot.all_gather("chorus/host", bytes_of("host")); });
+    if (e.status() != Status::config) throw Error(Status::internal, concat("wrong status: ", e.what()));
+    expect_in(e.what(), "the ranks disagree on the job's size: rank 0 has WORLD_SIZE=3, rank 1 has WORLD_SIZE=4");
+  });
+  EXPECT_LT(elapsed_since(start), milliseconds(5000)) << "a rank waited for its timeout";
+}
+
+// Rank 0 of 3 whose ranks 1 and 2 never start: every second (with this short
+// timeout) it says which ranks are missing, and that ranks on other hosts
+// need MASTER_ADDR/MASTER_PORT, before timing out.
+TEST(Startup, WaitingRankZeroSaysWhichRanksAreMissing) {
+  const std::string log = ::testing::TempDir() + "/startup_missing.log";
+  const std::string id = unique_job_id("missing-ranks");
+  const auto start = Clock::now();
+  run_processes(1, [&](int) {
+    with_stderr_to(log, [&] {
+      Bootstrap boot(job_for(0, 3, id), milliseconds(2500));
+      Error e = error_of([&] { boot.all_gather("chorus/host", bytes_of("host")); });
+      if (e.status() != Status::timeout) throw Error(Status::internal, concat("wrong status: ", e.what()));
+    });
+  });
+  EXPECT_LT(elapsed_since(start), milliseconds(6000));
+  const std::string said = read_text(log);
+  EXPECT_NE(said.find("still waiting for ranks 1, 2 of 3 to join the job"), std::string::npos) << said;
+  EXPECT_NE(said.find("set MASTER_ADDR and MASTER_PORT"), std::string::npos) << said;
+}
+
+// A rank whose rank 0 never writes the port file says so, with the hint.
+TEST(Startup, RankWaitingForThePortFileSaysSo) {
+  const std::string log = ::testing::TempDir() + "/startup_port_file.log";
+  const std::string id = unique_job_id("no-port-file");
+  run_processes(1, [&](int) {
+    with_stderr_to(log, [&] { error_of([&] { Bootstrap boot(job_for(1, 2, id), milliseconds(2500)); }); });
+  });
+  const std::string said = read_text(log);
+  EXPECT_NE(said.find("still waiting for rank 0 to publish the store's port in " + port_file::path_for(id)),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("set MASTER_ADDR and MASTER_PORT"), std::string::npos) << said;
+}
+
+// Something else listens where the store should be (torchrun's own store at
+// MASTER_PORT): it accepts, reads HELLO, and never answers. The rank fails in
+// seconds, saying so, not after CHORUS_TIMEOUT.
+TEST(Startup, SilentForeignListenerFailsFast) {
+  net::Fd foreign = net::listen_on("127.0.0.1", 0);  // the kernel accepts into the backlog; nobody answers
+  const auto start = Clock::now();
+  try {
+    StoreClient client("127.0.0.1", net::local_port(foreign.get()), "secret", milliseconds(30000));
+    FAIL() << "a listener that never answered was taken for a store";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::bootstrap);
+    EXPECT_NE(std::string(e.what()).find("is not a chorus bootstrap store"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("MASTER_PORT"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(elapsed_since(start), milliseconds(5000));
+}
+
+TEST(Startup, TalkingForeignListenerFailsAtOnce) {
+  net::Fd foreign = net::listen_on("127.0.0.1", 0);
+  std::thread server([&] {
+    pollfd ready{foreign.get(), POLLIN, 0};
+    ::poll(&ready, 1, 5000);  // the listener is non-blocking
+    const int fd = ::accept(foreign.get(), nullptr, nullptr);
+    const std::string answer = "HTTP/1.1 400 Bad Request\r\n\r\n";
+    (void)!::write(fd, answer.data(), answer.size());
+    ::close(fd);
+  });
+  const auto start = Clock::now();
+  try {
+    StoreClient client("127.0.0.1", net::local_port(foreign.get()), "secret", milliseconds(30000));
+    ADD_FAILURE() << "an HTTP server was taken for a store";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a chorus bootstrap store"), std::string::npos) << e.what();
+  }
+  server.join();
+  EXPECT_LT(elapsed_since(start), milliseconds(1000));
+}
+
+// --- Departures: what a rank that left tells the others -------------------------
+
+namespace {
+
+Departure departure(int rank, bool failed, std::vector<std::pair<uint32_t, uint64_t>> calls) {
+  return Departure{rank, failed, failed ? "allreduce on rank 1 failed: boom" : "called finalize()", std::move(calls)};
+}
+
+CurrentCall collective(const std::vector<int>& members, uint64_t calls) {
+  return CurrentCall{0, calls, members, -1, "allreduce"};
+}
+
+}  // namespace
+
+TEST(Departures, RecordsRoundTripAndMalformedOnesAreRefused) {
+  Departure d = departure(7, true, {{0, 12}, {3, 1}});
+  d.how = "error text\nwith a newline: kept";
+  std::optional<Departure> back = decode_departure(encode(d));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->rank, 7);
+  EXPECT_TRUE(back->failed);
+  EXPECT_EQ(back->how, d.how);
+  EXPECT_EQ(back->calls_on(3), 1u);
+  EXPECT_EQ(back->calls_on(0), 12u);
+  EXPECT_EQ(back->calls_on(9), 0u);
+  for (const char* bad : {"", "rank x\nfailed 0\ncalls \nhow y", "rank 1\nfailed 2\ncalls \nhow y",
+                          "rank 1\nfailed 0\ncalls 0:\nhow y", "rank 1\nfailed 0\ncalls 0:1\nwho y"}) {
+    EXPECT_FALSE(decode_departure(bytes_of(bad)).has_value()) << bad;
+  }
+}
+
+TEST(Departures, OnlyARankThatNeverJoinsTheCallBlocksIt) {
+  const std::vector<int> everyone = {0, 1, 2};
+  // Rank 2 finalized after 1 call; rank 0 is in call 2: blocked, naming rank 2.
+  auto blocked = departure_blocking({departure(2, false, {{0, 1}})}, collective(everyone, 2), 0);
+  ASSERT_TRUE(blocked.has_value());
+  EXPECT_EQ(blocked->peer(), 2);
+  EXPECT_EQ(blocked->status(), Status::peer_failed);
+  EXPECT_NE(std::string(blocked->what()).find("rank 2 left the job (called finalize()) after 1 collective call"),
+            std::string::npos)
+      << blocked->what();
+  // It took part in call 2 (rank 0 waits on a slow third rank): not blocked.
+  EXPECT_FALSE(departure_blocking({departure(2, false, {{0, 2}})}, collective(everyone, 2), 0).has_value());
+  // Not a member of the communicator of the call: not blocked.
+  EXPECT_FALSE(departure_blocking({departure(2, false, {{0, 0}})}, collective({0, 1}, 2), 0).has_value());
+  // Failed inside call 2 itself: blocked; failed in a later call: not.
+  EXPECT_TRUE(departure_blocking({departure(1, true, {{0, 2}})}, collective(everyone, 2), 0).has_value());
+  EXPECT_FALSE(departure_blocking({departure(1, true, {{0, 3}})}, collective(everyone, 2), 0).has_value());
+  // Point-to-point: a receive from the rank that left, or from any source
+  // once every other member has left.
+  EXPECT_TRUE(departure_blocking({departure(2, false, {})}, CurrentCall{0, 0, everyone, 2, "recv"}, 0).has_value());
+  EXPECT_FALSE(departure_blocking({departure(2, false, {})}, CurrentCall{0, 0, everyone, 1, "recv"}, 0).has_value());
+  EXPECT_FALSE(departure_blocking({departure(2, false, {})}, CurrentCall{0, 0, everyone, -1, "recv"}, 0).has_value());
+  EXPECT_TRUE(departure_blocking({departure(1, false, {}), departure(2, false, {})}, CurrentCall{0, 0, everyone, -1, "recv"},
+                                 0)
+                  .has_value());
 }

@@ -4,6 +4,7 @@
 #include "bootstrap/store.hpp"
 #include "tests/bootstrap/helpers.hpp"
 
+#include <fstream>
 #include <thread>
 
 using namespace chorus;
@@ -161,4 +162,104 @@ TEST_F(HostileClient, ManyBadClientsAtOnceWhileGoodTrafficFlows) {
               "frame payload of 2147483647 bytes exceeds the 1048576-byte limit");
   }
   EXPECT_EQ(server.stats().frames_rejected, 16u);
+}
+
+// --- Before the secret: bounded memory, bounded crowd, whole-frame deadlines ---
+
+namespace {
+
+// Resident memory of this process (the server runs in it), in KiB.
+long resident_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+// Sends `bytes` one at a time, `gap` apart, until the server closes.
+void trickle(RawConnection& raw, const frame::Bytes& bytes, milliseconds gap) {
+  try {
+    for (uint8_t byte : bytes) {
+      raw.send(frame::Bytes{byte});
+      std::this_thread::sleep_for(gap);
+    }
+  } catch (const Error&) {
+    // the server closed the connection: what the test waits for
+  }
+}
+
+}  // namespace
+
+TEST_F(HostileClient, HugeHelloIsRefusedAtItsHeader) {
+  RawConnection raw(server.port());
+  raw.send(header_only(static_cast<uint8_t>(frame::Type::hello), 1 << 20));
+  EXPECT_EQ(expect_error_and_close(raw),
+            "HELLO payload of 1048576 bytes exceeds the 4096-byte limit for a connection that has not presented the "
+            "job secret");
+  EXPECT_EQ(server.stats().connections_refused, 1u);
+  expect_good_client_served("after-huge-hello");
+}
+
+// 200 strangers announce a 1 MiB HELLO and send 128 KiB of it: the store must
+// not keep what they sent (it used to hold ~1 MiB per connection for ever).
+TEST_F(HostileClient, StrangersCannotMakeTheStoreHoldMemory) {
+  const long before = resident_kib();
+  std::vector<std::unique_ptr<RawConnection>> strangers;
+  frame::Bytes announced = header_only(static_cast<uint8_t>(frame::Type::hello), 1 << 20);
+  announced.resize(announced.size() + 128 * 1024, 'x');
+  for (int i = 0; i < 200; ++i) {
+    strangers.push_back(std::make_unique<RawConnection>(server.port()));
+    try {
+      strangers.back()->send(announced);
+    } catch (const Error&) {
+      // refused while sending: fine
+    }
+  }
+  expect_good_client_served("after-strangers");
+  const long growth_kib = resident_kib() - before;
+  EXPECT_LT(growth_kib, 10 * 1024) << "200 unauthenticated connections grew the process by " << growth_kib << " KiB";
+  EXPECT_EQ(server.stats().connections_refused, 200u);
+}
+
+TEST_F(HostileClient, TricklingHelloMustCompleteWithinTheStallTimeout) {
+  RawConnection raw(server.port());
+  const auto start = Clock::now();
+  std::thread sender([&] { trickle(raw, frame::encode(Frame::hello(1, kSecret)), milliseconds(50)); });
+  auto reply = raw.read_frame(milliseconds(5000));
+  const auto took = elapsed_since(start);
+  sender.join();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_NE(reply->message.find("no complete HELLO within 300 ms of connecting"), std::string::npos) << reply->message;
+  EXPECT_GE(took, kStall);
+  EXPECT_LT(took, 3 * kStall) << "a byte every 50 ms kept the connection open";
+}
+
+TEST_F(HostileClient, TricklingFrameMustCompleteWithinTheStallTimeout) {
+  RawConnection raw(server.port());
+  raw.authenticate(kSecret);
+  const auto start = Clock::now();
+  std::thread sender([&] { trickle(raw, frame::encode(Frame::set(2, "key", bytes_of("a value"))), milliseconds(50)); });
+  auto reply = raw.read_frame(milliseconds(5000));
+  const auto took = elapsed_since(start);
+  sender.join();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_NE(reply->message.find("connection stalled mid-frame"), std::string::npos) << reply->message;
+  EXPECT_NE(reply->message.find("a frame must complete within the stall timeout"), std::string::npos) << reply->message;
+  EXPECT_LT(took, 3 * kStall) << "a byte every 50 ms kept the connection open";
+  EXPECT_EQ(server.stats().frames_rejected, 1u);
+}
+
+// 300 silent connections exceed the 256 allowed before HELLO: the oldest
+// make way, and a rank connecting afterwards is served.
+TEST_F(HostileClient, CrowdOfSilentConnectionsDoesNotLockOutTheJob) {
+  std::vector<std::unique_ptr<RawConnection>> crowd;
+  for (int i = 0; i < 300; ++i) crowd.push_back(std::make_unique<RawConnection>(server.port()));
+  const auto start = Clock::now();
+  StoreClient late("127.0.0.1", server.port(), kSecret, milliseconds(5000));
+  late.set("late", bytes_of("served"));
+  EXPECT_EQ(text_of(late.get("late")), "served");
+  EXPECT_LT(elapsed_since(start), milliseconds(2000));
+  EXPECT_GT(server.stats().connections_evicted, 0u);
 }

@@ -129,7 +129,18 @@ TEST(DetectJob, SrunReadsTasksPerNode) {
 TEST(DetectJob, SlurmBatchScriptIsNotAnSrunStep) {
   Env batch = kSrun;
   batch.erase("SLURM_STEP_ID");
+  batch["SLURM_PROCID"] = "0";  // a batch script is task 0 (it warns that it runs as 1 rank)
   EXPECT_EQ(detect(batch).launcher, "single");
+}
+
+// Task 3 without a step id is no batch script: N processes would each run
+// as a silent 1-rank job. Refused, with the fix.
+TEST(DetectJob, SlurmTaskWithoutStepIdIsRefused) {
+  Env imitation = kSrun;
+  imitation.erase("SLURM_STEP_ID");
+  const std::string message = config_error(imitation);
+  EXPECT_NE(message.find("SLURM_PROCID=3 is set but SLURM_STEP_ID is not"), std::string::npos) << message;
+  EXPECT_NE(message.find("Start the ranks with srun"), std::string::npos) << message;
 }
 
 TEST(DetectJob, PmiVariables) {
@@ -151,8 +162,16 @@ TEST(DetectJob, TorchrunServesAtMasterAddrAndPort) {
   EXPECT_EQ(job.local_size, 2);
   EXPECT_TRUE(job.rank0_serves);
   EXPECT_EQ(job.store_host, "127.0.0.1");
-  EXPECT_EQ(job.store_port, 29500);
-  EXPECT_EQ(job.job_id, "torch-none@127.0.0.1:29500");
+  // Under torchrun (TORCHELASTIC_*), MASTER_PORT is torchrun's own store.
+  EXPECT_EQ(job.store_port, 29501);
+  EXPECT_EQ(job.job_id, "torch-none@127.0.0.1:29501");
+  // A hand-made RANK/WORLD_SIZE/MASTER_* environment uses MASTER_PORT itself.
+  Env by_hand = kTorchrun;
+  by_hand.erase("TORCHELASTIC_RUN_ID");
+  EXPECT_EQ(detect(by_hand).store_port, 29500);
+  EXPECT_EQ(detect(merged(by_hand, {{"TORCHELASTIC_RESTART_COUNT", "0"}})).store_port, 29501);
+  EXPECT_NE(config_error(merged(kTorchrun, {{"MASTER_PORT", "65535"}})).find("set CHORUS_STORE_ADDR"),
+            std::string::npos);
   // CHORUS_STORE_ADDR wins over MASTER_ADDR/MASTER_PORT.
   EXPECT_EQ(detect(merged(kTorchrun, {{"CHORUS_STORE_ADDR", "[::1]:6000"}})).store_host, "::1");
 }

@@ -215,10 +215,47 @@ TEST(Chorusrun, HelpAndVersion) {
   Result r = run("--help");
   EXPECT_EQ(r.status, 0);
   for (const char* option : {"-n, --np", "--hosts", "--hostfile", "--rsh", "--store-addr", "--transport",
-                             "--ofi-provider", "--timeout", "-x VAR", "--tag-output", "--bind", "--report-bindings"}) {
+                             "--ofi-provider", "--timeout", "-x VAR", "--tag-output", "--bind", "--report-bindings",
+                             "-np N", "--oversubscribe", "--map-by", "--bind-to", "--allow-run-as-root"}) {
     EXPECT_TRUE(contains(r.output, option)) << option;
   }
   EXPECT_TRUE(contains(run("--version").output, "chorusrun (chorus)"));
+}
+
+// What users of mpirun type (issue 21): -np N, -n2, --oversubscribe,
+// --bind-to, --host, --map-by, --allow-run-as-root.
+TEST(Chorusrun, AcceptsMpirunSpellings) {
+  for (const char* ranks : {"-np 2", "-n2", "-np2", "-np=2", "--np=2"}) {
+    Result r = run(std::string(ranks) + " --allow-run-as-root --oversubscribe " + kRank + " env");
+    EXPECT_EQ(r.status, 0) << ranks << ": " << r.output;
+    EXPECT_TRUE(contains(r.output, "[1] CHORUS_SIZE=2\n")) << ranks << ": " << r.output;
+  }
+  Result bound = run("-np 1 --bind-to core -x SHOW_VAR=CHORUS_BIND " + kRank + " env");
+  EXPECT_TRUE(contains(bound.output, "[0] CHORUS_BIND=core")) << bound.output;
+  bound = run("-np 1 -bind-to none -x SHOW_VAR=CHORUS_BIND " + kRank + " env");
+  EXPECT_TRUE(contains(bound.output, "[0] CHORUS_BIND=none")) << bound.output;
+}
+
+TEST(Chorusrun, HostMapByAndOversubscribeAsInMpirun) {
+  const std::string remote = " --store-addr 127.0.0.1 --rsh " + quote(FAKE_RSH) + " ";
+  // --map-by node: one rank per host in turn (0 on A, 1 on B, 2 on A).
+  Result r = run("-np 3 --host nodeA:2,nodeB:2 --map-by node" + remote + kRank + " env");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "[1] CHORUS_LOCAL_RANK=0\n")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[1] CHORUS_LOCAL_SIZE=1\n")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[2] CHORUS_LOCAL_RANK=1\n")) << r.output;
+  // --oversubscribe: ranks beyond the slots go round-robin (rank 2 on A).
+  r = run("-np 3 -H nodeA,nodeB --oversubscribe" + remote + kRank + " env");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "[2] CHORUS_LOCAL_RANK=1\n")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[0] CHORUS_LOCAL_SIZE=2\n")) << r.output;
+}
+
+// chorusrun hands every rank IPATH_NO_BACKTRACE=1, as mpirun does: PSM's
+// library otherwise turns SIGSEGV, SIGINT, SIGTERM into exit(1).
+TEST(Chorusrun, RanksGetIpathNoBacktrace) {
+  Result r = run("-n 1 -x SHOW_VAR=IPATH_NO_BACKTRACE " + kRank + " env");
+  EXPECT_TRUE(contains(r.output, "[0] IPATH_NO_BACKTRACE=1")) << r.output;
 }
 
 struct BadArguments {
@@ -259,5 +296,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadArguments{"-n 2 -x '=oops' true", "-x \"=oops\": expected VAR or VAR=value"},
                       BadArguments{"-n 2 /nonexistent/program", "program \"/nonexistent/program\" is not an executable file"},
                       BadArguments{"-n 2 no-such-program-anywhere", "program \"no-such-program-anywhere\" was not found in PATH"},
-                      BadArguments{"-n 2 --hosts far:2 true", "ranks on other hosts need --store-addr"}),
+                      BadArguments{"-n 2 --hosts far:2 true", "ranks on other hosts need --store-addr"},
+                      BadArguments{"-np 2 --bind-to socket true", "--bind-to \"socket\": chorusrun binds each rank to one core"},
+                      BadArguments{"-np 2 --map-by ppr:2:node true", "--map-by \"ppr:2:node\": chorusrun maps by slot"},
+                      BadArguments{"-np 2 --mca btl self true", "--mca is Open MPI's: chorus reads CHORUS_* variables"},
+                      BadArguments{"-np 2 -N 2 true", "-N is mpirun's: give the ranks per host as slots"},
+                      BadArguments{"-np 2 -mca btl self true", "--mca is Open MPI's"}),
     [](const ::testing::TestParamInfo<BadArguments>& info) { return std::to_string(info.index); });

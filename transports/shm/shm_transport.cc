@@ -130,7 +130,7 @@ class Mapping {
 Mapping map_segment(int fd, size_t bytes, const char* what, const std::string& name, int peer) {
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
-    fail_peer(Status::transport, peer, "shm: mmap of ", what, " segment /dev/shm", name, " (", bytes,
+    fail_peer(Status::transport, peer, "shm: mmap of ", what, " segment ", name, " (", bytes,
               " bytes) failed: ", errno_string(errno));
   }
   return Mapping(base, bytes);
@@ -186,7 +186,7 @@ class ShmTransport final : public Transport {
     create_own_segment();
   }
 
-  ~ShmTransport() override { unlink_own_segment(); }
+  ~ShmTransport() override { stop_sharing_own_segment(); }
 
   std::string name() const override { return "shm"; }
 
@@ -196,7 +196,8 @@ class ShmTransport final : public Transport {
     blob.pid = getpid();
     blob.segment_bytes = segment_bytes(size_, ring_bytes_);
     std::snprintf(blob.host, sizeof blob.host, "%s", host_name().c_str());
-    std::snprintf(blob.name, sizeof blob.name, "%s", segment_name_.c_str());
+    // Peers open the segment through our descriptor: it has no name in /dev/shm.
+    std::snprintf(blob.name, sizeof blob.name, "/proc/%d/fd/%d", static_cast<int>(getpid()), own_fd_);
     Blob out(sizeof blob);
     std::memcpy(out.data(), &blob, sizeof blob);
     return out;
@@ -224,7 +225,7 @@ class ShmTransport final : public Transport {
       state.segment.header()->attached.fetch_add(1, std::memory_order_acq_rel);
     }
     connected_ = true;
-    unlink_when_everyone_attached();
+    stop_sharing_when_everyone_attached();
   }
 
   size_t max_eager_bytes() const override { return max_eager_; }
@@ -290,7 +291,7 @@ class ShmTransport final : public Transport {
       }
     }
     if (!finished_reads_.empty() || !read_failures_.empty()) events += report_reads(sink);
-    if (!unlinked_) unlink_when_everyone_attached();
+    if (own_fd_ >= 0) stop_sharing_when_everyone_attached();
     return events;
   }
 
@@ -328,22 +329,28 @@ class ShmTransport final : public Transport {
 
   void create_own_segment() {
     static std::atomic<unsigned> created{0};
-    // "<pid>:..." like libfabric shm's files, so chorusrun's clean-up of a
-    // killed rank's /dev/shm files (shm_regions::remove_stale) covers ours.
+    // The name lives only between these two calls: however this process ends
+    // later, it leaves no file in /dev/shm. Peers open the segment through
+    // /proc/<pid>/fd/<fd> until all have mapped it. "<pid>:..." like libfabric
+    // shm's files, so chorusrun's clean-up of a rank's /dev/shm files
+    // (shm_regions::remove_stale) covers even that instant.
     segment_name_ = concat("/", getpid(), ":chorus-shm-", created.fetch_add(1));
     const size_t bytes = segment_bytes(size_, ring_bytes_);
     const int fd = shm_open(segment_name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) {
       fail(Status::transport, "shm: shm_open(/dev/shm", segment_name_, ") failed: ", errno_string(errno));
     }
-    created_ = true;
+    if (shm_unlink(segment_name_.c_str()) != 0) {
+      const int err = errno;
+      close(fd);
+      fail(Status::transport, "shm: shm_unlink(/dev/shm", segment_name_, ") failed: ", errno_string(err));
+    }
     // posix_fallocate, not just ftruncate: a tmpfs too small for the rings
     // (a container's default /dev/shm is 64 MiB) must fail here, clearly,
     // and not with SIGBUS on the first write to a page it cannot back.
     const int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
     if (err != 0) {
       close(fd);
-      unlink_own_segment();
       fail(Status::transport, "shm: reserving ", bytes, " bytes for /dev/shm", segment_name_, " failed: ",
            errno_string(err),
            err == ENOSPC ? concat(" (each rank needs ranks x ", ring_bytes_,
@@ -351,13 +358,12 @@ class ShmTransport final : public Transport {
                          : std::string());
     }
     try {
-      own_ = map_segment(fd, bytes, "own", segment_name_, -1);
+      own_ = map_segment(fd, bytes, "own", concat("/dev/shm", segment_name_), -1);
     } catch (...) {
       close(fd);
-      unlink_own_segment();
       throw;
     }
-    close(fd);
+    own_fd_ = fd;
     SegmentHeader* header = new (own_.bytes()) SegmentHeader{};
     header->magic = kSegmentMagic;
     header->version = kLayoutVersion;
@@ -394,15 +400,26 @@ class ShmTransport final : public Transport {
   }
 
   Mapping open_peer_segment(const AddressBlob& blob, int peer) const {
-    const int fd = shm_open(blob.name, O_RDWR, 0);
+    // Only a descriptor of the process that published the address: a
+    // malformed one must not open some other file.
+    if (std::string(blob.name).rfind(concat("/proc/", blob.pid, "/fd/"), 0) != 0) {
+      fail_peer(Status::transport, peer, "shm: rank ", peer, " published the segment path \"", blob.name,
+                "\", which is not one of its descriptors (is it running the shm transport of this chorus version?)");
+    }
+    const int fd = open(blob.name, O_RDWR | O_CLOEXEC);
     if (fd < 0) {
-      fail_peer(Status::transport, peer, "shm: opening rank ", peer, "'s segment /dev/shm", blob.name,
-                " failed: ", errno_string(errno), " (rank ", peer, ", pid ", blob.pid, ")");
+      const int err = errno;
+      fail_peer(Status::transport, peer, "shm: opening rank ", peer, "'s segment ", blob.name, " failed: ",
+                errno_string(err), " (rank ", peer, ", pid ", blob.pid, ")",
+                err == EACCES || err == EPERM
+                    ? "; this kernel or container forbids opening another process' descriptors (Yama ptrace_scope, "
+                      "CAP_SYS_PTRACE): use CHORUS_TRANSPORT=ofi"
+                    : "");
     }
     struct stat facts {};
     if (fstat(fd, &facts) != 0 || static_cast<uint64_t>(facts.st_size) < blob.segment_bytes) {
       close(fd);
-      fail_peer(Status::transport, peer, "shm: rank ", peer, "'s segment /dev/shm", blob.name,
+      fail_peer(Status::transport, peer, "shm: rank ", peer, "'s segment ", blob.name,
                 " is smaller than the ", blob.segment_bytes, " bytes it announced");
     }
     Mapping mapping;
@@ -417,7 +434,7 @@ class ShmTransport final : public Transport {
     if (header->magic != kSegmentMagic || header->version != kLayoutVersion ||
         header->senders != static_cast<uint32_t>(size_) || header->ring_bytes != ring_bytes_ ||
         header->owner_pid != blob.pid) {
-      fail_peer(Status::transport, peer, "shm: rank ", peer, "'s segment /dev/shm", blob.name,
+      fail_peer(Status::transport, peer, "shm: rank ", peer, "'s segment ", blob.name,
                 " does not hold the layout it announced (another job's file?)");
     }
     return mapping;
@@ -554,18 +571,18 @@ class ShmTransport final : public Transport {
     return static_cast<int>(finished.size() + failures.size());
   }
 
-  // Once every peer has mapped our segment its name has no further use:
-  // removing it then means no file outlives the job, however it ends.
-  void unlink_when_everyone_attached() {
+  // Once every peer has mapped our segment, the descriptor they opened it
+  // through has no further use.
+  void stop_sharing_when_everyone_attached() {
     if (own_.mapped() && own_.header()->attached.load(std::memory_order_acquire) == static_cast<uint32_t>(size_ - 1)) {
-      unlink_own_segment();
+      stop_sharing_own_segment();
     }
   }
 
-  void unlink_own_segment() {
-    if (created_ && !unlinked_) {
-      shm_unlink(segment_name_.c_str());
-      unlinked_ = true;
+  void stop_sharing_own_segment() {
+    if (own_fd_ >= 0) {
+      close(own_fd_);
+      own_fd_ = -1;
     }
   }
 
@@ -574,8 +591,7 @@ class ShmTransport final : public Transport {
   const size_t max_eager_;
   const size_t ring_bytes_;
   std::string segment_name_;
-  bool created_ = false;
-  bool unlinked_ = false;
+  int own_fd_ = -1;  // open until every peer has mapped the segment through it
   bool connected_ = false;
   bool sent_to_self_ = false;
   Mapping own_;

@@ -1,0 +1,31 @@
+// How a rank learns that a peer has left the job (bootstrap/departures.hpp):
+// the engine's failure probe, asked about once a second by a wait that makes
+// no progress, and the announcement a leaving rank makes.
+#include "communicator_impl.hpp"
+
+#include "common/log.hpp"
+
+namespace chorus {
+
+std::optional<Error> Session::peer_failure() {
+  if (!bootstrap) return std::nullopt;
+  if (std::optional<Error> failure = bootstrap->launcher_failure()) return failure;
+  if (!bootstrap->store_answers()) return std::nullopt;
+  try {
+    return bootstrap::departure_blocking(bootstrap->departures().refresh(), current_call, job.rank);
+  } catch (const Error&) {
+    return std::nullopt;  // the store is gone (rank 0 served it): the transport or the timeout will tell
+  }
+}
+
+void Session::announce_departure(const std::string& how, bool failed) noexcept {
+  if (!bootstrap || !bootstrap->store_answers()) return;
+  try {
+    bootstrap::Departure departure{job.rank, failed, how, {calls_made.begin(), calls_made.end()}};
+    bootstrap->departures().announce(departure);
+  } catch (const std::exception& e) {
+    log::debug("rank ", job.rank, " could not announce that it leaves the job: ", e.what());
+  }
+}
+
+}  // namespace chorus
