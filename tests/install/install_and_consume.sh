@@ -75,7 +75,9 @@ export PKG_CONFIG_PATH="$multi/lib/$triplet/pkgconfig"
   fail "multiarch: chorus.pc's prefix is $(pkg-config --variable=prefix chorus), not $multi"
 build_plain chorus "$work/multi_cxx" c++ "$source_dir/consumer/consumer.cc"
 build_plain chorus-c "$work/multi_c" cc "$source_dir/consumer/consumer.c"
-ldd "$work/multi_cxx" | grep -q "$multi/lib/$triplet/libchorus.so" || fail "multiarch: not linked with its libchorus"
+loaded=$(ldd "$work/multi_cxx" | sed -n 's/^[[:space:]]*libchorus\.so[^ ]* => \([^ ]*\) .*/\1/p')
+[ "$(realpath "$loaded")" = "$(realpath "$multi/lib/$triplet/libchorus.so.0")" ] ||
+  fail "multiarch: runs with libchorus from \"$loaded\", not from $multi/lib/$triplet"
 "$work/multi_cxx" || fail "multiarch: a C++ program built with pkg-config chorus"
 "$work/multi_c" || fail "multiarch: a C program built with pkg-config chorus-c"
 
