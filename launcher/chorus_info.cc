@@ -16,7 +16,6 @@
 #include "transports/verbs/verbs_device.hpp"
 #endif
 
-#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -25,12 +24,6 @@
 #include <vector>
 
 namespace {
-
-std::string upper(std::string_view text) {
-  std::string result(text);
-  for (char& c : result) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return result;
-}
 
 void print_transports() {
   std::printf("Transports:\n");
@@ -107,7 +100,7 @@ void print_variables(bool with_test_hooks) {
     if (chorus::config::kind_of(variable) != VariableKind::user) continue;
     if (std::string_view(variable.name).starts_with("CHORUS_ALGO_")) {
       for (int i = 0; i < chorus::kNumCollectives; ++i) {
-        const std::string name = "CHORUS_ALGO_" + upper(chorus::to_string(static_cast<chorus::Collective>(i)));
+        const std::string name = chorus::config::algorithm_variable(static_cast<chorus::Collective>(i));
         print_variable(name.c_str(), variable.default_value, variable.meaning);
       }
       continue;
@@ -152,7 +145,7 @@ std::vector<std::string> validate_environment(std::vector<std::string>& warnings
   }
   for (int i = 0; i < chorus::kNumCollectives; ++i) {
     const auto op = static_cast<chorus::Collective>(i);
-    const std::string name = "CHORUS_ALGO_" + upper(chorus::to_string(op));
+    const std::string name = chorus::config::algorithm_variable(op);
     const auto value = chorus::config::get(name.c_str());
     if (!value || *value == "auto" || chorus::coll::find(op, *value) != nullptr) continue;
     std::string choices;

@@ -205,9 +205,7 @@ std::vector<std::string> known_names() {
   for (const auto& variable : variables()) {
     if (std::string_view(variable.name).find('<') == std::string_view::npos) names.emplace_back(variable.name);
   }
-  for (int i = 0; i < kNumCollectives; ++i) {
-    names.push_back(std::string(kAlgoPrefix) + upper(to_string(static_cast<Collective>(i))));
-  }
+  for (int i = 0; i < kNumCollectives; ++i) names.push_back(algorithm_variable(static_cast<Collective>(i)));
   return names;
 }
 
@@ -227,6 +225,8 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 }  // namespace
+
+std::string algorithm_variable(Collective op) { return std::string(kAlgoPrefix) + upper(to_string(op)); }
 
 bool is_known_variable(std::string_view name) {
   if (name.starts_with("CHORUS_TEST_")) return true;
@@ -256,7 +256,9 @@ std::string describe(const UnknownVariable& unknown) {
                             unknown.closest, "?");
   if (std::string_view(unknown.name).starts_with(kAlgoPrefix)) {
     std::string ops;
-    for (int i = 0; i < kNumCollectives; ++i) ops += (i ? ", " : "") + upper(to_string(static_cast<Collective>(i)));
+    for (int i = 0; i < kNumCollectives; ++i) {
+      ops += (i ? ", " : "") + algorithm_variable(static_cast<Collective>(i)).substr(kAlgoPrefix.size());
+    }
     text += concat(" (CHORUS_ALGO_<OP> takes OP from ", ops, ")");
   }
   return text + " (chorus_info lists every variable)";

@@ -4,6 +4,8 @@
 //   CHORUS_EAGER_LIMIT="12Q": expected a byte count like 8192, 64K or 4M (0..1M)
 #pragma once
 
+#include <chorus/chorus.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -56,6 +58,8 @@ VariableKind kind_of(const VariableDoc& variable);
 // e.g. CHORUS_ALGO_REDUCE_SCATTER). Names starting with CHORUS_TEST_ are
 // reserved for test hooks and test scripts, and count as known.
 bool is_known_variable(std::string_view name);
+// CHORUS_ALGO_<OP> of one collective, e.g. "CHORUS_ALGO_REDUCE_SCATTER".
+std::string algorithm_variable(Collective op);
 
 // CHORUS_* variables set in this process' environment that chorus does not
 // read (typos such as CHORUS_TIMOUT), each with the closest known name.
