@@ -10,6 +10,8 @@
 
 #ifdef CHORUS_HAVE_OFI
 #include <rdma/fabric.h>
+
+#include "transports/ofi/ofi_info.hpp"
 #endif
 
 #ifdef CHORUS_HAVE_VERBS
@@ -25,7 +27,40 @@
 
 namespace {
 
-void print_transports() {
+// The libfabric providers present here.
+struct OfiScan {
+  std::vector<std::string> lines;  // "tcp;ofi_rxm (domain lo)", once each
+  std::string error;
+};
+
+OfiScan scan_ofi() {
+  OfiScan scan;
+#ifdef CHORUS_HAVE_OFI
+  fi_info* hints = fi_allocinfo();
+  if (hints == nullptr) {
+    scan.error = "fi_allocinfo failed";
+    return scan;
+  }
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_MSG | FI_RMA;
+  fi_info* list = nullptr;
+  int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &list);
+  if (ret != 0) {
+    scan.error = std::string("fi_getinfo: ") + fi_strerror(-ret);
+  } else {
+    std::set<std::string> seen;
+    for (fi_info* info = list; info != nullptr; info = info->next) {
+      std::string line = std::string(info->fabric_attr->prov_name) + " (domain " + info->domain_attr->name + ")";
+      if (seen.insert(line).second) scan.lines.push_back(line);
+    }
+    fi_freeinfo(list);
+  }
+  fi_freeinfo(hints);
+#endif
+  return scan;
+}
+
+void print_transports([[maybe_unused]] const OfiScan& ofi) {
   std::printf("Transports:\n");
   std::string why_not;
   if (chorus::transport::shm_cross_memory_attach_allowed(&why_not)) {
@@ -36,26 +71,8 @@ void print_transports() {
 #ifdef CHORUS_HAVE_OFI
   std::printf("  ofi      built (libfabric %u.%u); providers offering FI_EP_RDM with FI_RMA here:\n",
               FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
-  fi_info* hints = fi_allocinfo();
-  if (hints == nullptr) {
-    std::printf("           (fi_allocinfo failed)\n");
-  } else {
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_MSG | FI_RMA;
-    fi_info* list = nullptr;
-    int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &list);
-    if (ret != 0) {
-      std::printf("           none (fi_getinfo: %s)\n", fi_strerror(-ret));
-    } else {
-      std::set<std::string> seen;
-      for (fi_info* info = list; info != nullptr; info = info->next) {
-        std::string line = std::string(info->fabric_attr->prov_name) + " (domain " + info->domain_attr->name + ")";
-        if (seen.insert(line).second) std::printf("           %s\n", line.c_str());
-      }
-      fi_freeinfo(list);
-    }
-    fi_freeinfo(hints);
-  }
+  if (!ofi.error.empty()) std::printf("           none (%s)\n", ofi.error.c_str());
+  for (const std::string& line : ofi.lines) std::printf("           %s\n", line.c_str());
 #else
   std::printf("  ofi      not built (libfabric-dev was not found at configure time)\n");
 #endif
@@ -152,6 +169,17 @@ std::vector<std::string> validate_environment(std::vector<std::string>& warnings
     for (const auto* algorithm : chorus::coll::algorithms(op)) choices += std::string(algorithm->name) + ", ";
     errors.push_back(name + "=\"" + *value + "\": expected one of " + choices + "auto");
   }
+  if (const auto provider = chorus::config::get("CHORUS_OFI_PROVIDER")) {
+#ifdef CHORUS_HAVE_OFI
+    try {
+      chorus::transport::ofi::choose_provider(*provider, true);  // the check init makes
+    } catch (const std::exception& e) {
+      errors.push_back(e.what());
+    }
+#else
+    errors.push_back("CHORUS_OFI_PROVIDER=\"" + *provider + "\": this build has no libfabric transport");
+#endif
+  }
   for (const auto& unknown : chorus::config::unknown_variables()) warnings.push_back(chorus::config::describe(unknown));
   return errors;
 }
@@ -192,9 +220,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<std::string> warnings;
+  const OfiScan ofi = scan_ofi();
   const std::vector<std::string> errors = validate_environment(warnings);
   std::printf("chorus %s\n\n", CHORUS_VERSION_STRING);
-  print_transports();
+  print_transports(ofi);
   print_variables(with_test_hooks);
   print_algorithms();
   for (const auto& warning : warnings) std::fprintf(stderr, "chorus_info: warning: %s\n", warning.c_str());
