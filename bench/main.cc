@@ -1,15 +1,17 @@
 // chorus-bench driver: sweeps sizes for each requested collective and
-// algorithm, times the calls, optionally verifies every element of every
-// iteration, and prints an nccl-tests style table (rank 0 only).
+// algorithm, times the calls, optionally verifies every element of separate
+// untimed calls, and prints an nccl-tests style table (rank 0 only).
 #include "bench.hpp"
 #include "options.hpp"
 #include "verify.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace bench {
 namespace {
@@ -31,7 +33,7 @@ class Runner {
       bool first_barrier = spec.op == Collective::barrier;
       if (first_barrier || shape.count != previous_count) {
         previous_count = shape.count;
-        wrong_total += row(spec, shape, bytes);
+        wrong_total += row(spec, shape);
       }
       if (first_barrier || bytes >= options_.max_bytes) break;
     }
@@ -56,45 +58,76 @@ class Runner {
                 std::string(chorus::to_string(options_.dtype)).c_str(),
                 spec.reduces ? std::string(chorus::to_string(options_.redop)).c_str() : "-", options_.root,
                 options_.in_place ? "in-place" : "out-of-place", algorithm.c_str());
+    std::printf("# iters %d  warmup %d  check %d  sync %s  (time: %s, the slowest rank's mean)\n", options_.iters,
+                options_.warmup, options_.check_iters, options_.sync ? "on" : "off",
+                options_.sync ? "each call alone after a barrier" : "the timed calls back to back as one batch");
     std::printf("# %12s %12s %-20s %10s %9s %9s %8s\n", "size(B)", "count", "algorithm", "time(us)", "algbw",
                 "busbw", "#wrong");
     std::printf("# %12s %12s %-20s %10s %9s %9s %8s\n", "", "(elements)", "", "", "(GB/s)", "(GB/s)", "");
     std::fflush(stdout);
   }
 
-  uint64_t row(const CollectiveBench& spec, const CallShape& shape, size_t bytes) {
+  // As nccl-tests: warmup, the timed calls (one batch, or each alone after a
+  // barrier with --sync), then the verified calls, untimed, so checking one
+  // rank's result never shows up in another rank's time.
+  uint64_t row(const CollectiveBench& spec, const CallShape& shape) {
     Setup setup{options_.dtype, options_.redop, options_.root, options_.in_place};
     Buffers buffers(spec, shape, setup, comm_.rank(), comm_.size());
     const Call call = buffers.call();
-    uint64_t wrong = 0;
+    buffers.fill();  // in-place results then drift, which timing does not mind
+    for (int iteration = 0; iteration < options_.warmup; ++iteration) spec.run(comm_, call);
     double busy_seconds = 0;
-    for (int iteration = 0; iteration < options_.warmup + options_.iters; ++iteration) {
-      // Without --check the inputs are set once; results then drift, which timing does not mind.
-      if (options_.check || iteration == 0) buffers.fill();
-      if (options_.sync) comm_.barrier();
-      auto start = Clock::now();
+    if (options_.sync) {
+      for (int iteration = 0; iteration < options_.iters; ++iteration) {
+        comm_.barrier();
+        busy_seconds += timed([&] { spec.run(comm_, call); });
+      }
+    } else {
+      comm_.barrier();
+      busy_seconds = timed([&] {
+        for (int iteration = 0; iteration < options_.iters; ++iteration) spec.run(comm_, call);
+      });
+    }
+    uint64_t wrong = 0;
+    for (int iteration = 0; iteration < options_.check_iters; ++iteration) {
+      buffers.fill();
       spec.run(comm_, call);
-      double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      if (iteration >= options_.warmup) busy_seconds += seconds;
-      if (options_.inject_error_for_test && comm_.rank() == comm_.size() - 1) buffers.corrupt_one_element();
-      if (options_.check) wrong += buffers.count_wrong(stderr, wrong < 3 ? 3 : 0);
+      if (comm_.rank() == comm_.size() - 1) {
+        if (options_.inject_error_for_test) buffers.corrupt_one_element();
+        std::this_thread::sleep_for(std::chrono::milliseconds(options_.check_delay_ms_for_test));
+      }
+      wrong += buffers.count_wrong(stderr, wrong < 3 ? 3 : 0);
     }
     // Slowest rank's mean time, and everyone's wrong elements.
-    double mean = options_.iters > 0 ? busy_seconds / options_.iters : 0;
+    double mean = busy_seconds / options_.iters;
     double slowest = 0;
     uint64_t wrong_all = 0;
     comm_.allreduce(&mean, &slowest, 1, chorus::ReduceOp::max);
     comm_.allreduce(&wrong, &wrong_all, 1, chorus::ReduceOp::sum);
-    if (comm_.rank() == 0) print_row(spec, shape, bytes, slowest, wrong_all);
+    if (comm_.rank() == 0) print_row(spec, shape, slowest, wrong_all);
     return wrong_all;
   }
 
-  void print_row(const CollectiveBench& spec, const CallShape& shape, size_t bytes, double seconds, uint64_t wrong) {
-    const size_t shown_bytes = spec.op == Collective::barrier ? 0 : bytes;
+  template <class Body>
+  static double timed(Body&& body) {
+    const auto start = Clock::now();
+    body();
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+  // Bytes one call moves: the larger of the send and receive buffers (the
+  // whole gathered/scattered buffer for the block collectives), as nccl-tests.
+  size_t moved_bytes(const CollectiveBench& spec, const CallShape& shape) const {
+    if (spec.op == Collective::barrier) return 0;
+    return std::max(shape.send_elems, shape.recv_elems) * chorus::datatype_size(options_.dtype);
+  }
+
+  void print_row(const CollectiveBench& spec, const CallShape& shape, double seconds, uint64_t wrong) {
+    const size_t shown_bytes = moved_bytes(spec, shape);
     double algbw = seconds > 0 ? static_cast<double>(shown_bytes) / seconds / 1e9 : 0;
     double busbw = algbw * spec.bus_factor(comm_.size());
     std::string algorithm = comm_.selected_algorithm(spec.op, shown_bytes);
-    std::string wrong_text = options_.check ? std::to_string(wrong) : "N/A";
+    std::string wrong_text = options_.check() ? std::to_string(wrong) : "N/A";
     if (options_.csv) {
       std::printf("%s,%s,%zu,%zu,%s,%s,%d,%.2f,%.4f,%.4f,%s\n", std::string(chorus::to_string(spec.op)).c_str(),
                   algorithm.c_str(), shown_bytes, shape.count, std::string(chorus::to_string(options_.dtype)).c_str(),
@@ -143,7 +176,7 @@ int main(int argc, char** argv) {
       for (const auto& algorithm : algorithms) wrong += runner.sweep(spec, algorithm);
     }
     comm.finalize();
-    if (comm.rank() == 0 && options.check) {
+    if (comm.rank() == 0 && options.check()) {
       std::printf("# chorus-bench: %s\n", wrong == 0 ? "all results correct" : "WRONG RESULTS");
     }
     return wrong == 0 ? 0 : 1;

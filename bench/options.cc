@@ -5,7 +5,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 namespace bench {
 
@@ -80,49 +82,94 @@ int parse_int(const std::string& option, const std::string& text, int min, int m
 const char* usage_text() {
   return R"(Usage: chorusrun -n N chorus-bench [options]
 
-Times chorus collectives over a range of sizes and prints, per size: bytes,
-elements, the algorithm used, time (mean over iterations, slowest rank),
-algbw = bytes / time and busbw = algbw x the nccl-tests factor (allreduce
-2(n-1)/n; allgather, reduce_scatter, alltoall (n-1)/n; broadcast, reduce 1),
-which is comparable to the link bandwidth. See docs/benchmarking.md.
+Times chorus collectives over a range of sizes, as nccl-tests does, and
+prints per size: bytes moved, elements, the algorithm used, time (mean over
+the timed iterations, slowest rank), algbw = bytes / time and busbw = algbw
+x the nccl-tests factor (allreduce 2(n-1)/n; allgather, reduce_scatter,
+alltoall (n-1)/n; broadcast, reduce 1), comparable to the link bandwidth.
+See docs/benchmarking.md.
 
-Options:
-  --op LIST           allreduce, broadcast, barrier, reduce, allgather,
-                      reduce_scatter, alltoall, a comma-separated list, or all
-                      (default allreduce)
-  --algo NAME         an algorithm of the op (chorus_info lists them), auto
-                      (the selection table, default) or all (one table each)
-  --dtype T           int8 uint8 int16 uint16 int32 uint32 int64 uint64 float16
-                      bfloat16 float32 float64 (default float32)
-  --redop OP          sum, prod, min or max for reductions (default sum)
-  --min-bytes B       smallest size (default 8; K/M/G suffixes; 0 allowed)
-  --max-bytes B       largest size (default 64M)
-  --step-factor F     multiply the size by F each row (default 2; > 1)
-  --iters N           timed iterations per size (default 20)
-  --warmup N          untimed iterations first (default 5)
-  --check             verify every element of every iteration (inputs are
-                      reset before each one); exit 1 if anything is wrong
-  --in-place          run in place (send and receive in one buffer)
-  --root R            root of broadcast and reduce (default 0)
-  --sync              an untimed barrier before every call, so every rank
-                      starts it together: the time is the call's alone, not
-                      also the wait for a rank still checking or filling the
-                      previous iteration (OSU's method); off by default
-  --csv               comma-separated output
-  -h, --help          this text
+Per size: --warmup untimed calls, then --iters timed calls back to back as
+one batch (all ranks start it after a barrier; time = batch / iters), then,
+with --check, separate untimed calls whose every element is verified. The
+verification never delays a timed call.
+
+Options (nccl-tests' short and long spellings are accepted too):
+  --op LIST             allreduce, broadcast, barrier, reduce, allgather,
+                        reduce_scatter, alltoall, a comma-separated list, or
+                        all (default allreduce)
+  --algo NAME           an algorithm of the op (chorus_info lists them), auto
+                        (the selection table, default) or all (one table each)
+  -d, --dtype T         int8 uint8 int16 uint16 int32 uint32 int64 uint64
+                        float16 bfloat16 float32 float64 (default float32)
+  -o, --redop OP        sum, prod, min or max for reductions (default sum)
+  -b, --min-bytes B     smallest size (default 8; K/M/G suffixes; 0 allowed)
+  -e, --max-bytes B     largest size (default 64M)
+  -f, --step-factor F   multiply the size by F each row (default 2; > 1)
+  -n, --iters N         timed iterations per size (default 20)
+  -w, --warmup N        untimed iterations first (default 5)
+  -c, --check [N]       after the timed iterations, N more (default 1) whose
+                        every element is verified (inputs reset before each);
+                        exit 1 if anything is wrong. -c 0: no check
+  --in-place            run in place (send and receive in one buffer)
+  -r, --root R          root of broadcast and reduce (default 0)
+  --sync                an untimed barrier before every timed call, each call
+                        timed alone and the times summed (OSU's method, what
+                        bench/compare-openmpi uses); default: one batch
+  --csv                 comma-separated output
+  -h, --help            this text
 
 Sizes: for allgather, reduce_scatter and alltoall the size is the whole
 gathered/scattered buffer (nccl-tests' convention), so each rank contributes
-size/n bytes.
+size/n bytes; a size that does not divide into whole elements per rank is
+rounded down, and the row shows the bytes actually moved (3 ranks, float32:
+a requested 16 B allgather moves 12 B).
 )";
 }
+
+namespace {
+
+// nccl-tests spellings, mapped to chorus-bench's.
+std::string canonical_option(const std::string& arg) {
+  static const std::vector<std::pair<std::string, std::string>> aliases = {
+      {"-b", "--min-bytes"},   {"--minbytes", "--min-bytes"},   {"-e", "--max-bytes"},
+      {"--maxbytes", "--max-bytes"}, {"-f", "--step-factor"}, {"--stepfactor", "--step-factor"},
+      {"-n", "--iters"},       {"-w", "--warmup"},              {"--warmup_iters", "--warmup"},
+      {"-c", "--check"},       {"-d", "--dtype"},               {"--datatype", "--dtype"},
+      {"-o", "--redop"},       {"-r", "--root"}};
+  for (const auto& [alias, name] : aliases) {
+    if (arg == alias) return name;
+  }
+  return arg;
+}
+
+bool is_number(const char* text) {
+  if (*text == '\0') return false;
+  for (; *text != '\0'; ++text) {
+    if (*text < '0' || *text > '9') return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 Options parse_options(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    std::optional<std::string> attached;  // --name=value, -b8
+    if (arg.starts_with("--") && arg.find('=') != std::string::npos) {
+      attached = arg.substr(arg.find('=') + 1);
+      arg = arg.substr(0, arg.find('='));
+    } else if (arg.size() > 2 && arg[0] == '-' && arg[1] != '-' && canonical_option(arg.substr(0, 2)) != arg.substr(0, 2)) {
+      attached = arg.substr(2);
+      arg = arg.substr(0, 2);
+    }
+    const std::string spelled = arg;
+    arg = canonical_option(arg);
     auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(arg + " needs a value");
+      if (attached) return *std::exchange(attached, std::nullopt);
+      if (i + 1 >= argc) throw UsageError(spelled + " needs a value");
       return argv[++i];
     };
     if (arg == "--op") {
@@ -137,39 +184,47 @@ Options parse_options(int argc, char** argv) {
                                                                   {"min", chorus::ReduceOp::min},
                                                                   {"max", chorus::ReduceOp::max}});
     } else if (arg == "--min-bytes") {
-      options.min_bytes = parse_size(arg, value());
+      options.min_bytes = parse_size(spelled, value());
     } else if (arg == "--max-bytes") {
-      options.max_bytes = parse_size(arg, value());
+      options.max_bytes = parse_size(spelled, value());
     } else if (arg == "--step-factor") {
       std::string text = value();
       char* end = nullptr;
       options.step_factor = std::strtod(text.c_str(), &end);
       if (text.empty() || end != text.c_str() + text.size() || !(options.step_factor > 1.0) ||
           !std::isfinite(options.step_factor)) {
-        throw UsageError("--step-factor \"" + text + "\": expected a number greater than 1, e.g. 2");
+        throw UsageError(spelled + " \"" + text + "\": expected a number greater than 1, e.g. 2");
       }
     } else if (arg == "--iters") {
-      options.iters = parse_int(arg, value(), 1, 1000000);
+      options.iters = parse_int(spelled, value(), 1, 1000000);
     } else if (arg == "--warmup") {
-      options.warmup = parse_int(arg, value(), 0, 1000000);
+      options.warmup = parse_int(spelled, value(), 0, 1000000);
     } else if (arg == "--check") {
-      options.check = true;
+      // -c takes a count (nccl-tests); --check alone means one iteration.
+      if (attached || spelled == "-c" || (i + 1 < argc && is_number(argv[i + 1]))) {
+        options.check_iters = parse_int(spelled, value(), 0, 1000000);
+      } else {
+        options.check_iters = 1;
+      }
     } else if (arg == "--in-place") {
       options.in_place = true;
     } else if (arg == "--root") {
-      options.root = parse_int(arg, value(), 0, 1 << 20);
+      options.root = parse_int(spelled, value(), 0, 1 << 20);
     } else if (arg == "--csv") {
       options.csv = true;
     } else if (arg == "--sync") {
       options.sync = true;
     } else if (arg == "--inject-error-for-test") {
       options.inject_error_for_test = true;
+    } else if (arg == "--check-delay-for-test") {
+      options.check_delay_ms_for_test = parse_int(spelled, value(), 0, 60000);
     } else if (arg == "-h" || arg == "--help") {
       options.help = true;
       return options;
     } else {
-      throw UsageError("unknown option \"" + arg + "\"");
+      throw UsageError("unknown option \"" + spelled + "\"");
     }
+    if (attached) throw UsageError(spelled + "=" + *attached + ": " + spelled + " takes no value");
   }
   if (options.min_bytes > options.max_bytes) {
     throw UsageError("--min-bytes " + std::to_string(options.min_bytes) + " is larger than --max-bytes " +

@@ -23,13 +23,15 @@ struct Options {
   double step_factor = 2;
   int iters = 20;
   int warmup = 5;
-  bool check = false;
+  int check_iters = 0;  // untimed verification iterations after the timed ones (--check, -c N)
   bool in_place = false;
   int root = 0;
   bool csv = false;
-  bool sync = false;  // untimed barrier before every timed call
+  bool sync = false;  // untimed barrier before every timed call, each call timed alone
   bool help = false;
   bool inject_error_for_test = false;  // hidden: corrupts one element to test --check
+  int check_delay_ms_for_test = 0;     // hidden: the last rank's check takes this long (a slow verification)
+  bool check() const { return check_iters > 0; }
 };
 
 Options parse_options(int argc, char** argv);

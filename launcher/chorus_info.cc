@@ -1,6 +1,7 @@
-// chorus_info: prints what this build of chorus offers: version, transports
-// (and the libfabric providers present), every CHORUS_* variable, and the
-// algorithm selection table.
+// chorus_info: what chorus would do here (as ompi_info/ucx_info): version,
+// transports (and the libfabric providers and verbs devices present), every
+// CHORUS_* setting's effective value and source, the algorithms and the
+// selection table; validates the environment as Communicator::init() does.
 #include "collectives/collectives.hpp"
 #include "common/config.hpp"
 #include "transports/shm/shm_transport.hpp"
@@ -9,6 +10,8 @@
 
 #ifdef CHORUS_HAVE_OFI
 #include <rdma/fabric.h>
+
+#include "transports/ofi/ofi_info.hpp"
 #endif
 
 #ifdef CHORUS_HAVE_VERBS
@@ -19,10 +22,45 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace {
 
-void print_transports() {
+// The libfabric providers present here.
+struct OfiScan {
+  std::vector<std::string> lines;  // "tcp;ofi_rxm (domain lo)", once each
+  std::string error;
+};
+
+OfiScan scan_ofi() {
+  OfiScan scan;
+#ifdef CHORUS_HAVE_OFI
+  fi_info* hints = fi_allocinfo();
+  if (hints == nullptr) {
+    scan.error = "fi_allocinfo failed";
+    return scan;
+  }
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_MSG | FI_RMA;
+  fi_info* list = nullptr;
+  int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &list);
+  if (ret != 0) {
+    scan.error = std::string("fi_getinfo: ") + fi_strerror(-ret);
+  } else {
+    std::set<std::string> seen;
+    for (fi_info* info = list; info != nullptr; info = info->next) {
+      std::string line = std::string(info->fabric_attr->prov_name) + " (domain " + info->domain_attr->name + ")";
+      if (seen.insert(line).second) scan.lines.push_back(line);
+    }
+    fi_freeinfo(list);
+  }
+  fi_freeinfo(hints);
+#endif
+  return scan;
+}
+
+void print_transports([[maybe_unused]] const OfiScan& ofi) {
   std::printf("Transports:\n");
   std::string why_not;
   if (chorus::transport::shm_cross_memory_attach_allowed(&why_not)) {
@@ -33,26 +71,8 @@ void print_transports() {
 #ifdef CHORUS_HAVE_OFI
   std::printf("  ofi      built (libfabric %u.%u); providers offering FI_EP_RDM with FI_RMA here:\n",
               FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
-  fi_info* hints = fi_allocinfo();
-  if (hints == nullptr) {
-    std::printf("           (fi_allocinfo failed)\n");
-  } else {
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_MSG | FI_RMA;
-    fi_info* list = nullptr;
-    int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &list);
-    if (ret != 0) {
-      std::printf("           none (fi_getinfo: %s)\n", fi_strerror(-ret));
-    } else {
-      std::set<std::string> seen;
-      for (fi_info* info = list; info != nullptr; info = info->next) {
-        std::string line = std::string(info->fabric_attr->prov_name) + " (domain " + info->domain_attr->name + ")";
-        if (seen.insert(line).second) std::printf("           %s\n", line.c_str());
-      }
-      fi_freeinfo(list);
-    }
-    fi_freeinfo(hints);
-  }
+  if (!ofi.error.empty()) std::printf("           none (%s)\n", ofi.error.c_str());
+  for (const std::string& line : ofi.lines) std::printf("           %s\n", line.c_str());
 #else
   std::printf("  ofi      not built (libfabric-dev was not found at configure time)\n");
 #endif
@@ -73,10 +93,49 @@ void print_transports() {
   std::printf("  inproc   built (threads of one process; tests and 1-rank jobs)\n");
 }
 
-void print_variables() {
-  std::printf("\nEnvironment variables:\n");
+// What a variable is now: the environment's value, or the default.
+struct Effective {
+  std::string value;
+  const char* source;
+};
+
+Effective effective(const char* name, const char* default_value) {
+  if (auto value = chorus::config::get(name)) return {*value, "environment"};
+  return {default_value, std::strcmp(default_value, "unset") == 0 ? "not set" : "default"};
+}
+
+void print_variable(const char* name, const char* default_value, const char* meaning) {
+  const Effective now = effective(name, default_value);
+  std::printf("  %-26s %-18s %-13s %s\n", name, now.value.c_str(), ("[" + std::string(now.source) + "]").c_str(),
+              meaning);
+}
+
+void print_variables(bool with_test_hooks) {
+  using chorus::config::VariableKind;
+  std::printf("\nSettings (effective value, [where it comes from], meaning):\n");
   for (const auto& variable : chorus::config::variables()) {
-    std::printf("  %-28s default %-20s %s\n", variable.name, variable.default_value, variable.meaning);
+    if (chorus::config::kind_of(variable) != VariableKind::user) continue;
+    if (std::string_view(variable.name).starts_with("CHORUS_ALGO_")) {
+      for (int i = 0; i < chorus::kNumCollectives; ++i) {
+        const std::string name = chorus::config::algorithm_variable(static_cast<chorus::Collective>(i));
+        print_variable(name.c_str(), variable.default_value, variable.meaning);
+      }
+      continue;
+    }
+    print_variable(variable.name, variable.default_value, variable.meaning);
+  }
+  std::printf("\nSet by the launcher (chorusrun sets them; mpirun, srun and torchrun have their own):\n");
+  for (const auto& variable : chorus::config::variables()) {
+    if (chorus::config::kind_of(variable) == VariableKind::launcher) {
+      print_variable(variable.name, "unset", variable.meaning);
+    }
+  }
+  if (!with_test_hooks) return;
+  std::printf("\nTest hooks (chorus' own tests only; never set them in production):\n");
+  for (const auto& variable : chorus::config::variables()) {
+    if (chorus::config::kind_of(variable) == VariableKind::test_hook) {
+      print_variable(variable.name, variable.default_value, variable.meaning);
+    }
   }
 }
 
@@ -91,24 +150,88 @@ void print_algorithms() {
   std::printf("\nSelection table:\n%s", chorus::coll::describe_selection_table().c_str());
 }
 
+// Checks the environment as Communicator::init() would, without joining a
+// job: every setting's value, every CHORUS_ALGO_<OP>, and names chorus does
+// not know. Returns the errors (each stops init); typos are warnings.
+std::vector<std::string> validate_environment(std::vector<std::string>& warnings) {
+  std::vector<std::string> errors;
+  try {
+    chorus::config::Settings::from_env();
+  } catch (const std::exception& e) {
+    errors.push_back(e.what());
+  }
+  for (int i = 0; i < chorus::kNumCollectives; ++i) {
+    const auto op = static_cast<chorus::Collective>(i);
+    const std::string name = chorus::config::algorithm_variable(op);
+    const auto value = chorus::config::get(name.c_str());
+    if (!value || *value == "auto" || chorus::coll::find(op, *value) != nullptr) continue;
+    std::string choices;
+    for (const auto* algorithm : chorus::coll::algorithms(op)) choices += std::string(algorithm->name) + ", ";
+    errors.push_back(name + "=\"" + *value + "\": expected one of " + choices + "auto");
+  }
+  if (const auto provider = chorus::config::get("CHORUS_OFI_PROVIDER")) {
+#ifdef CHORUS_HAVE_OFI
+    try {
+      chorus::transport::ofi::choose_provider(*provider, true);  // the check init makes
+    } catch (const std::exception& e) {
+      errors.push_back(e.what());
+    }
+#else
+    errors.push_back("CHORUS_OFI_PROVIDER=\"" + *provider + "\": this build has no libfabric transport");
+#endif
+  }
+  for (const auto& unknown : chorus::config::unknown_variables()) warnings.push_back(chorus::config::describe(unknown));
+  return errors;
+}
+
 }  // namespace
 
+const char* const kUsage =
+    "Usage: chorus_info [--all] [--version] [-h|--help]\n\n"
+    "Prints what chorus would do in this environment, as ompi_info and ucx_info do:\n"
+    "the version, the transports this build has and the libfabric providers and\n"
+    "verbs devices present here, every CHORUS_* setting with its effective value\n"
+    "and whether it comes from the environment or is the default, the launcher's\n"
+    "variables, the algorithms and the table that picks one by size.\n\n"
+    "It checks the environment as Communicator::init() does: an invalid value\n"
+    "(e.g. CHORUS_TRANSPORT=foo) is printed as an error and the exit status is 1;\n"
+    "an unknown CHORUS_* name (e.g. CHORUS_TIMOUT) is a warning naming the closest\n"
+    "known one.\n\n"
+    "  --all       also list the test hooks (CHORUS_TEST_*)\n"
+    "  --version   print \"chorus_info (chorus) VERSION\" and exit\n"
+    "  -h, --help  this text\n";
+
 int main(int argc, char** argv) {
+  bool with_test_hooks = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
-      std::printf(
-          "Usage: chorus_info [-h|--help]\n\n"
-          "Prints the chorus version, the transports this build has and the libfabric\n"
-          "providers present on this machine, every CHORUS_* environment variable with\n"
-          "its default, and the table that picks a collective algorithm by size.\n");
+      std::fputs(kUsage, stdout);
       return 0;
     }
-    std::fprintf(stderr, "chorus_info: unknown argument \"%s\"; it takes only --help\n", argv[i]);
+    if (std::strcmp(argv[i], "--version") == 0) {
+      std::printf("chorus_info (chorus) %s\n", CHORUS_VERSION_STRING);
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--all") == 0) {
+      with_test_hooks = true;
+      continue;
+    }
+    std::fprintf(stderr, "chorus_info: unknown argument \"%s\" (try --help)\n", argv[i]);
     return 2;
   }
-  std::printf("chorus %s\n\n", CHORUS_VERSION);
-  print_transports();
-  print_variables();
+  std::vector<std::string> warnings;
+  const OfiScan ofi = scan_ofi();
+  const std::vector<std::string> errors = validate_environment(warnings);
+  std::printf("chorus %s\n\n", CHORUS_VERSION_STRING);
+  print_transports(ofi);
+  print_variables(with_test_hooks);
   print_algorithms();
+  for (const auto& warning : warnings) std::fprintf(stderr, "chorus_info: warning: %s\n", warning.c_str());
+  for (const auto& error : errors) std::fprintf(stderr, "chorus_info: error: %s\n", error.c_str());
+  if (!errors.empty()) {
+    std::fprintf(stderr, "chorus_info: the environment is invalid: Communicator::init() would fail with "
+                         "CHORUS_ERR_CONFIG\n");
+    return 1;
+  }
   return 0;
 }

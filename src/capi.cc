@@ -170,6 +170,41 @@ chorus_status_t chorus_recv(chorus_comm_t comm, void* buf, size_t bytes, int pee
   });
 }
 
+chorus_status_t chorus_comm_local_rank(chorus_comm_t comm, int* local_rank) {
+  return guard([&] {
+    if (local_rank == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_comm_local_rank: null output pointer");
+    *local_rank = impl_of(comm).local_rank();
+  });
+}
+
+chorus_status_t chorus_comm_local_size(chorus_comm_t comm, int* local_size) {
+  return guard([&] {
+    if (local_size == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_comm_local_size: null output pointer");
+    *local_size = impl_of(comm).local_size();
+  });
+}
+
+chorus_status_t chorus_comm_transport_name(chorus_comm_t comm, char* name, size_t capacity, size_t* length) {
+  return guard([&] {
+    const std::string transport = impl_of(comm).transport_name();
+    if (length != nullptr) *length = transport.size();
+    if (name == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_comm_transport_name: null name buffer");
+    if (transport.size() >= capacity) {
+      if (capacity > 0) name[0] = '\0';
+      chorus::fail(chorus::Status::truncated, "chorus_comm_transport_name: \"", transport, "\" needs ",
+                   transport.size() + 1, " bytes, the buffer has ", capacity);
+    }
+    std::memcpy(name, transport.c_str(), transport.size() + 1);
+  });
+}
+
+const char* chorus_version(int* major, int* minor, int* patch) {
+  if (major != nullptr) *major = CHORUS_VERSION_MAJOR;
+  if (minor != nullptr) *minor = CHORUS_VERSION_MINOR;
+  if (patch != nullptr) *patch = CHORUS_VERSION_PATCH;
+  return CHORUS_VERSION_STRING;
+}
+
 const char* chorus_last_error(void) { return g_last_error.c_str(); }
 
 const char* chorus_status_string(chorus_status_t status) {

@@ -126,6 +126,8 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_environment() {
   session.settings = config::Settings::from_env();
   session.job = bootstrap::detect_job();
   log::set_rank(session.job.rank);
+  // Typos (CHORUS_TIMOUT) are named once per host: every rank has the same environment there.
+  if (session.job.local_rank == 0) config::warn_unknown_variables();
   for (int i = 0; i < kNumCollectives; ++i) {
     auto op = static_cast<Collective>(i);
     if (auto name = config::get(env_name_for(op)); name && *name != "auto") {

@@ -13,6 +13,8 @@
 #ifndef CHORUS_CHORUS_H
 #define CHORUS_CHORUS_H
 
+#include <chorus/version.h> /* CHORUS_VERSION_MAJOR, _MINOR, _PATCH, _STRING */
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -106,6 +108,22 @@ chorus_status_t chorus_alltoall(chorus_comm_t comm, const void* sendbuf, void* r
  * `tag` (C++ Communicator::recv also takes wildcards). */
 chorus_status_t chorus_send(chorus_comm_t comm, const void* buf, size_t bytes, int peer, int tag);
 chorus_status_t chorus_recv(chorus_comm_t comm, void* buf, size_t bytes, int peer, int tag);
+
+/* Where this process runs and what carries its traffic (as the C++
+ * Communicator's local_rank(), local_size() and transport_name()). Local
+ * rank and size count the job's processes on this host. The transport name
+ * (e.g. "shm", "ofi:tcp;ofi_rxm", "verbs:rxe0") is copied into name, at most
+ * capacity bytes with the terminating NUL; a longer name fails with
+ * CHORUS_ERR_TRUNCATED and *length (if not NULL) says how many bytes it needs.
+ * On success *length (if not NULL) is strlen(name). */
+chorus_status_t chorus_comm_local_rank(chorus_comm_t comm, int* local_rank);
+chorus_status_t chorus_comm_local_size(chorus_comm_t comm, int* local_size);
+chorus_status_t chorus_comm_transport_name(chorus_comm_t comm, char* name, size_t capacity, size_t* length);
+
+/* The version of the library this program runs with: "MAJOR.MINOR.PATCH"
+ * (compare CHORUS_VERSION_STRING, the headers' version). Any pointer may be
+ * NULL. Needs no communicator. */
+const char* chorus_version(int* major, int* minor, int* patch);
 
 /* Description of the most recent failure on this thread ("" if none). */
 const char* chorus_last_error(void);

@@ -1,6 +1,7 @@
 #include "common/config.hpp"
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -11,6 +12,8 @@
 #include <fstream>
 #include <tuple>
 #include <utility>
+
+extern char** environ;
 
 namespace chorus::config {
 
@@ -145,9 +148,10 @@ const std::vector<VariableDoc>& variables() {
        "test hook, PEER:N: after N eager sends every other rank moves its QP to PEER into the error state"},
       {"CHORUS_TEST_OFI_STALL", "unset",
        "test hook, RANK:N: on RANK the N-th libfabric data-path call spins forever, as on a lock a dead peer holds"},
-      {"CHORUS_BIND", "auto",
-       "placement: nic (cores near the NIC), core (cores in order), none, or auto (keep a launcher's binding; none "
-       "when local ranks outnumber cores; nic for up to 2 local ranks; the package of that core beyond)"},
+      {"CHORUS_BIND", "none",
+       "placement: none (default: chorus binds nothing, a launcher's binding is kept, as NCCL, Gloo and torch), nic "
+       "(one core each, near the NIC first), core (one core each, in order), or auto (keep a launcher's binding; "
+       "none when local ranks outnumber cores; nic for up to 2 local ranks; the package of that core beyond)"},
       {"CHORUS_REPORT_BINDINGS", "0", "1: every rank prints its host, rank, cpuset, NIC and completion vector"},
       {"CHORUS_TOPOLOGY_XML", "unset",
        "hwloc XML export of this machine (lstopo --of xml) used instead of discovering the topology"},
@@ -170,12 +174,101 @@ const std::vector<VariableDoc>& variables() {
       {"CHORUS_ALGO_<OP>", "auto",
        "force an algorithm for one collective, e.g. CHORUS_ALGO_ALLREDUCE=ring (chorus_info lists the names)"},
       {"CHORUS_LOG_LEVEL", "warn", "error, warn, info or debug"},
-      {"CHORUS_RANK / CHORUS_SIZE / CHORUS_LOCAL_RANK / CHORUS_LOCAL_SIZE", "(set by chorusrun)",
-       "this process' place in the job"},
+      {"CHORUS_RANK", "(set by chorusrun)", "this process' rank in the job"},
+      {"CHORUS_SIZE", "(set by chorusrun)", "the number of ranks in the job"},
+      {"CHORUS_LOCAL_RANK", "(set by chorusrun)", "this process' rank among the job's processes on this host"},
+      {"CHORUS_LOCAL_SIZE", "(set by chorusrun)", "the number of the job's processes on this host"},
       {"CHORUS_STORE_ADDR", "(set by chorusrun)", "host:port of the bootstrap key/value store"},
       {"CHORUS_JOB_SECRET", "(set by chorusrun)", "secret every store connection must present"},
+      {"CHORUS_JOB_ID", "(set by chorusrun)", "names the job's keys in the store"},
+      {"CHORUS_RSH", "ssh", "chorusrun: the command that starts remote ranks (as --rsh)"},
   };
   return docs;
+}
+
+VariableKind kind_of(const VariableDoc& variable) {
+  if (std::string_view(variable.name).starts_with("CHORUS_TEST_")) return VariableKind::test_hook;
+  if (std::string_view(variable.default_value).starts_with("(set by")) return VariableKind::launcher;
+  return VariableKind::user;
+}
+
+namespace {
+
+constexpr std::string_view kAlgoPrefix = "CHORUS_ALGO_";
+
+std::string upper(std::string_view text) {
+  std::string result(text);
+  std::transform(result.begin(), result.end(), result.begin(), [](unsigned char c) { return std::toupper(c); });
+  return result;
+}
+
+// Every name a variable may have: the table's, with CHORUS_ALGO_<OP> expanded.
+std::vector<std::string> known_names() {
+  std::vector<std::string> names;
+  for (const auto& variable : variables()) {
+    if (std::string_view(variable.name).find('<') == std::string_view::npos) names.emplace_back(variable.name);
+  }
+  for (int i = 0; i < kNumCollectives; ++i) names.push_back(algorithm_variable(static_cast<Collective>(i)));
+  return names;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string algorithm_variable(Collective op) { return std::string(kAlgoPrefix) + upper(to_string(op)); }
+
+bool is_known_variable(std::string_view name) {
+  if (name.starts_with("CHORUS_TEST_")) return true;
+  const auto names = known_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::vector<UnknownVariable> unknown_variables() {
+  std::vector<UnknownVariable> unknown;
+  const auto names = known_names();
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string_view text(*entry);
+    const size_t equals = text.find('=');
+    const std::string_view name = text.substr(0, equals);
+    if (!name.starts_with("CHORUS_") || equals == std::string_view::npos || is_known_variable(name)) continue;
+    const auto closest = std::min_element(names.begin(), names.end(), [&](const auto& a, const auto& b) {
+      return edit_distance(name, a) < edit_distance(name, b);
+    });
+    unknown.push_back({std::string(name), std::string(text.substr(equals + 1)), *closest});
+  }
+  std::sort(unknown.begin(), unknown.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return unknown;
+}
+
+std::string describe(const UnknownVariable& unknown) {
+  std::string text = concat(unknown.name, "=", unknown.value, " is not a chorus variable and is ignored; did you mean ",
+                            unknown.closest, "?");
+  if (std::string_view(unknown.name).starts_with(kAlgoPrefix)) {
+    std::string ops;
+    for (int i = 0; i < kNumCollectives; ++i) {
+      ops += (i ? ", " : "") + algorithm_variable(static_cast<Collective>(i)).substr(kAlgoPrefix.size());
+    }
+    text += concat(" (CHORUS_ALGO_<OP> takes OP from ", ops, ")");
+  }
+  return text + " (chorus_info lists every variable)";
+}
+
+void warn_unknown_variables() {
+  for (const auto& unknown : unknown_variables()) log::warn(describe(unknown));
 }
 
 namespace {

@@ -4,6 +4,8 @@
 //   CHORUS_EAGER_LIMIT="12Q": expected a byte count like 8192, 64K or 4M (0..1M)
 #pragma once
 
+#include <chorus/chorus.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -35,14 +37,42 @@ bool env_bool(const char* name, bool fallback);
 // One of `choices` (case-sensitive); returns the fallback when unset.
 std::string env_choice(const char* name, const std::string& fallback, const std::vector<std::string>& choices);
 
-// Every variable chorus reads, with its meaning and default; printed by
-// chorus_info and documented in README.md.
+// Every CHORUS_* variable chorus reads, declared once, in the table of
+// variables() in config.cc: name, default, meaning. The known-variable list
+// (the unknown-variable warning), chorus_info (effective values, validation)
+// and README.md's table derive from it. To add a setting: one entry in that
+// table (a test hook's name starts with CHORUS_TEST_; a variable the launcher
+// sets has the default "(set by chorusrun)"), then read it in
+// Settings::from_env (or where it is used) with the env_* parsers below.
 struct VariableDoc {
-  const char* name;
+  const char* name;  // CHORUS_ALGO_<OP>: a pattern, see is_known_variable
   const char* default_value;
   const char* meaning;
 };
 const std::vector<VariableDoc>& variables();
+
+enum class VariableKind { user, launcher, test_hook };
+VariableKind kind_of(const VariableDoc& variable);
+
+// A name from the table, or CHORUS_ALGO_<OP> for a collective OP (upper case,
+// e.g. CHORUS_ALGO_REDUCE_SCATTER). Names starting with CHORUS_TEST_ are
+// reserved for test hooks and test scripts, and count as known.
+bool is_known_variable(std::string_view name);
+// CHORUS_ALGO_<OP> of one collective, e.g. "CHORUS_ALGO_REDUCE_SCATTER".
+std::string algorithm_variable(Collective op);
+
+// CHORUS_* variables set in this process' environment that chorus does not
+// read (typos such as CHORUS_TIMOUT), each with the closest known name.
+struct UnknownVariable {
+  std::string name;
+  std::string value;
+  std::string closest;  // the known name with the smallest edit distance
+};
+std::vector<UnknownVariable> unknown_variables();
+// "CHORUS_TIMOUT=5 is not a chorus variable and is ignored; did you mean CHORUS_TIMEOUT? ..."
+std::string describe(const UnknownVariable& unknown);
+// Logs one warning per unknown variable (as UCX does for UCX_*).
+void warn_unknown_variables();
 
 // Verbs transport settings (docs/transport-verbs.md).
 struct VerbsSettings {
@@ -81,7 +111,7 @@ struct Settings {
   int test_ofi_stall_rank = -1;
   int test_ofi_stall_after = 0;
   VerbsSettings verbs;
-  std::string bind = "auto";                                     // CHORUS_BIND: auto, nic, core, none
+  std::string bind = "none";                                     // CHORUS_BIND: none (default), auto, nic, core
   bool report_bindings = false;                                  // CHORUS_REPORT_BINDINGS
   std::string topology_xml;                                      // CHORUS_TOPOLOGY_XML ("" = this machine)
   static Settings from_env();

@@ -11,7 +11,7 @@
 namespace chorus::topology {
 
 struct PlacementSettings {
-  std::string bind = "auto";  // CHORUS_BIND: auto, nic, core, none
+  std::string bind = "none";  // CHORUS_BIND: none (default), auto, nic, core
   bool report = false;        // CHORUS_REPORT_BINDINGS
   std::string topology_xml;   // CHORUS_TOPOLOGY_XML ("" = discover this machine)
 };

@@ -128,7 +128,8 @@ Plan plan_placement(const Machine& machine, const NicView& nic, const PlanReques
   const Policy policy = resolve_policy(machine, request);
   Plan plan = plan_node(machine, nic, policy, request.local_size).at(static_cast<size_t>(request.local_rank));
   const bool automatic = request.policy == Policy::automatic;
-  if (automatic && !request.inherited.empty()) {
+  // none (the default) never moves the process: a launcher's binding stays.
+  if ((automatic || request.policy == Policy::none) && !request.inherited.empty()) {
     // Other ranks' launcher bindings are unknown here: plain round-robin.
     plan.cpuset = request.inherited;
     plan.progress_cpus = request.inherited;

@@ -9,6 +9,7 @@
 #include <numeric>
 
 extern "C" int capi_roundtrip(void);
+extern "C" int capi_layout_transport_version(void);
 
 using namespace chorus;
 
@@ -111,6 +112,7 @@ TEST_F(SingleRank, InvalidAlgorithmVariableIsAConfigError) {
 }
 
 TEST_F(SingleRank, CApiRoundTrip) { EXPECT_EQ(capi_roundtrip(), 0); }
+TEST_F(SingleRank, CApiLayoutTransportVersion) { EXPECT_EQ(capi_layout_transport_version(), 0); }
 
 TEST_F(SingleRank, SplitAndDupGiveIndependentCommunicators) {
   auto comm = Communicator::init();

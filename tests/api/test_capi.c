@@ -2,6 +2,7 @@
  * called from the GoogleTest file. */
 #include <chorus/chorus.h>
 
+#include <stdio.h>
 #include <string.h>
 
 int capi_roundtrip(void) {
@@ -21,5 +22,30 @@ int capi_roundtrip(void) {
   if (chorus_finalize(&comm) != CHORUS_SUCCESS || comm != NULL) return 10;
   if (chorus_finalize(&comm) != CHORUS_ERR_INVALID_ARGUMENT) return 11;
   if (strcmp(chorus_status_string(CHORUS_ERR_TIMEOUT), "CHORUS_ERR_TIMEOUT") != 0) return 12;
+  return 0;
+}
+
+/* What the C++ API also gives: local rank and size, the transport's name
+ * (with truncation reported), and the version, which matches the headers'. */
+int capi_layout_transport_version(void) {
+  chorus_comm_t comm = NULL;
+  int local_rank = -1, local_size = -1, major = -1, minor = -1, patch = -1;
+  char name[64], tiny[2], expected_version[32];
+  size_t length = 0, needed = 0;
+  if (chorus_init(&comm) != CHORUS_SUCCESS) return 1;
+  if (chorus_comm_local_rank(comm, &local_rank) != CHORUS_SUCCESS || local_rank != 0) return 2;
+  if (chorus_comm_local_size(comm, &local_size) != CHORUS_SUCCESS || local_size != 1) return 3;
+  if (chorus_comm_transport_name(comm, name, sizeof name, &length) != CHORUS_SUCCESS) return 4;
+  if (length == 0 || length != strlen(name)) return 5;
+  if (chorus_comm_transport_name(comm, tiny, sizeof tiny, &needed) != CHORUS_ERR_TRUNCATED) return 6;
+  if (needed != length || tiny[0] != '\0' || strstr(chorus_last_error(), name) == NULL) return 7;
+  if (chorus_comm_local_rank(comm, NULL) != CHORUS_ERR_INVALID_ARGUMENT) return 8;
+  if (chorus_comm_local_size(NULL, &local_size) != CHORUS_ERR_INVALID_ARGUMENT) return 9;
+  if (strcmp(chorus_version(&major, &minor, &patch), CHORUS_VERSION_STRING) != 0) return 10;
+  if (major != CHORUS_VERSION_MAJOR || minor != CHORUS_VERSION_MINOR || patch != CHORUS_VERSION_PATCH) return 11;
+  snprintf(expected_version, sizeof expected_version, "%d.%d.%d", major, minor, patch);
+  if (strcmp(chorus_version(NULL, NULL, NULL), expected_version) != 0) return 12;
+  if (CHORUS_VERSION_NUMBER != major * 10000 + minor * 100 + patch) return 13;
+  if (chorus_finalize(&comm) != CHORUS_SUCCESS) return 14;
   return 0;
 }

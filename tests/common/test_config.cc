@@ -54,7 +54,7 @@ TEST(Config, DefaultsWhenUnset) {
 TEST(Config, PlacementSettings) {
   {
     auto s = config::Settings::from_env();
-    EXPECT_EQ(s.bind, "auto");
+    EXPECT_EQ(s.bind, "none");  // since issue 21: chorus binds only when asked
     EXPECT_FALSE(s.report_bindings);
     EXPECT_EQ(s.topology_xml, "");
   }
@@ -139,4 +139,54 @@ TEST(Config, Booleans) {
   ScopedEnv env("CHORUS_TEST_BOOL", "maybe");
   std::string message = config_error([] { config::env_bool("CHORUS_TEST_BOOL", true); });
   EXPECT_NE(message.find("one of 1, 0, true, false"), std::string::npos) << message;
+}
+
+// Unknown CHORUS_* names: a typo is found and named with the closest known
+// name; the table's names, CHORUS_ALGO_<OP> of every collective and the
+// CHORUS_TEST_* namespace are known.
+TEST(Config, UnknownVariablesNameTheClosestKnownOne) {
+  EXPECT_TRUE(config::is_known_variable("CHORUS_TIMEOUT"));
+  EXPECT_TRUE(config::is_known_variable("CHORUS_ALGO_REDUCE_SCATTER"));
+  EXPECT_TRUE(config::is_known_variable("CHORUS_LOCAL_RANK"));
+  EXPECT_TRUE(config::is_known_variable("CHORUS_TEST_ANYTHING"));
+  EXPECT_FALSE(config::is_known_variable("CHORUS_ALGO_<OP>"));
+  EXPECT_FALSE(config::is_known_variable("CHORUS_ALGO_FOO"));
+  EXPECT_FALSE(config::is_known_variable("CHORUS_TIMOUT"));
+  for (const auto& variable : config::variables()) {
+    if (std::string_view(variable.name).find('<') == std::string_view::npos) {
+      EXPECT_TRUE(config::is_known_variable(variable.name)) << variable.name;
+    }
+  }
+  ScopedEnv typo("CHORUS_TIMOUT", "5");
+  ScopedEnv algo("CHORUS_ALGO_FOO", "ring");
+  ScopedEnv known("CHORUS_SPIN_US", "10");
+  ScopedEnv other("NOT_CHORUS_TIMOUT", "1");
+  const auto unknown = config::unknown_variables();
+  ASSERT_EQ(unknown.size(), 2u);
+  EXPECT_EQ(unknown[0].name, "CHORUS_ALGO_FOO");
+  EXPECT_EQ(unknown[0].value, "ring");
+  EXPECT_EQ(unknown[1].name, "CHORUS_TIMOUT");
+  EXPECT_EQ(unknown[1].closest, "CHORUS_TIMEOUT");
+  const std::string message = config::describe(unknown[1]);
+  EXPECT_NE(message.find("CHORUS_TIMOUT=5 is not a chorus variable and is ignored; did you mean CHORUS_TIMEOUT?"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(config::describe(unknown[0]).find("ALLREDUCE, BROADCAST"), std::string::npos) << config::describe(unknown[0]);
+}
+
+TEST(Config, VariableKinds) {
+  int users = 0, launcher = 0, hooks = 0;
+  for (const auto& variable : config::variables()) {
+    switch (config::kind_of(variable)) {
+      case config::VariableKind::user: ++users; break;
+      case config::VariableKind::launcher: ++launcher; break;
+      case config::VariableKind::test_hook:
+        ++hooks;
+        EXPECT_EQ(std::string_view(variable.name).substr(0, 12), "CHORUS_TEST_");
+        break;
+    }
+  }
+  EXPECT_GT(users, 10);
+  EXPECT_GE(launcher, 4);
+  EXPECT_GE(hooks, 1);
 }

@@ -11,12 +11,12 @@ source "$(dirname "$0")/../launch_args.sh"
 # Marks this trial's ranks: others may run the same program on the machine
 # at the same time, and their processes are neither ours to count nor to kill.
 trial="survivors-$$-$(date +%s%N)"
-trial_pids() { grep -lsz "^CHORUS_FAULT_TRIAL=$trial\$" /proc/[0-9]*/environ | cut -d/ -f3 | tr '\n' ' '; }
+trial_pids() { grep -lsz "^CHORUS_TEST_FAULT_TRIAL=$trial\$" /proc/[0-9]*/environ | cut -d/ -f3 | tr '\n' ' '; }
 
 start=$(date +%s.%N)
 # The grace lets survivors report instead of being stopped at the first death.
 timeout $((timeout_seconds * 3 + 30)) "$chorusrun" -n "$ranks" --timeout "$timeout_seconds" \
-  --failure-grace $((timeout_seconds + 10)) -x "CHORUS_FAULT_TRIAL=$trial" "${launcher_args[@]}" "$program" "${program_args[@]}" \
+  --failure-grace $((timeout_seconds + 10)) -x "CHORUS_TEST_FAULT_TRIAL=$trial" "${launcher_args[@]}" "$program" "${program_args[@]}" \
   >"$log" 2>&1
 status=$?
 elapsed=$(echo "$(date +%s.%N) - $start" | bc)

@@ -9,7 +9,7 @@
 // (Communicator::algorithms) and tags each line with " (algorithm)", so every
 // algorithm is held against Open MPI; auto (default) uses the selection table.
 //
-// CHORUS_COMPARE_INJECT_ERROR=<case number> flips one result byte on the last
+// CHORUS_TEST_COMPARE_INJECT_ERROR=<case number> flips one result byte on the last
 // rank in that case (every algorithm): the test that shows compare.sh fails.
 //
 // In place (include/chorus/chorus.hpp): the same pointer as send and receive
@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
     std::vector<cmp_case> cases(cmp_build_cases(ranks, nullptr, 0));
     cmp_build_cases(ranks, cases.data(), cases.size());
     std::vector<uint64_t> digests(static_cast<size_t>(ranks));
-    const char* inject = std::getenv("CHORUS_COMPARE_INJECT_ERROR");
+    const char* inject = std::getenv("CHORUS_TEST_COMPARE_INJECT_ERROR");
     const uint64_t inject_case = inject != nullptr ? std::strtoull(inject, nullptr, 10) : 0;
     if (rank == 0) {
       std::printf("# chorus_collectives: %d ranks, %zu cases, transport %s\n", ranks, cases.size(),

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # check_bindings.sh CHORUSRUN PROBE RANKS BIND [chorusrun options...]
-# Runs RANKS ranks of binding_probe with --report-bindings (and --bind=BIND
-# unless BIND is auto) and checks for every rank that
+# Runs RANKS ranks of binding_probe with --report-bindings and --bind=BIND
+# (BIND auto: CHORUS_BIND=auto; default: neither) and checks for every rank that
 #   - the cpuset chorus reports is what hwloc_get_cpubind reads inside the
 #     process (the probe, independent of chorus),
 #   - it is what the policy promises on this machine: core (rank mod cores)
 #     for core, nic without NIC locality and auto with up to 2 ranks; every
-#     CPU (unbound) for auto with more ranks than cores,
+#     CPU (unbound) for auto with more ranks than cores; for default, the
+#     CPUs this script may use (all of them, or a taskset's),
 #   - the engine calls the ranks oversubscribed exactly when they outnumber
 #     the cores (a rank bound to one core is not oversubscribed),
 #   - with CHECK_CQ_VECTORS=1 (verbs), each report names a completion vector;
@@ -16,8 +17,14 @@
 set -uo pipefail
 run=$1 probe=$2 ranks=$3 bind=$4
 shift 4
+# default: no --bind (chorus binds nothing, a launcher's binding is kept);
+# auto: CHORUS_BIND=auto (Open MPI's default, NIC-aware).
 bind_option=()
-[ "$bind" = auto ] || bind_option=(--bind="$bind")
+case $bind in
+  default) ;;
+  auto) bind_option=(-x CHORUS_BIND=auto) ;;
+  *) bind_option=(--bind="$bind") ;;
+esac
 
 if [ "${EXPORT_TOPOLOGY:-0}" = 1 ]; then
   xml=$(mktemp --suffix=.xml)
@@ -41,6 +48,9 @@ expand() {
   echo "${out%,}"
 }
 
+# What this script may run on: a taskset around it is the "launcher's binding".
+allowed_cpus=$(expand "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)")
+
 output=$("$run" -n "$ranks" --timeout 60 "${bind_option[@]}" --report-bindings -x CHORUS_LOG_LEVEL=info "$@" "$probe" 2>&1)
 status=$?
 echo "$output" | grep -E "chorus bindings:|probe:|FAILED|oversubscri|more local ranks|no CPU locality"
@@ -60,6 +70,10 @@ for ((rank = 0; rank < ranks; rank++)); do
       continue  # a NIC with locality: the unit tests check the order
     fi
     expected=$(hwloc-calc --po -I pu "core:$((rank % cores))" --sep ,)
+  elif [ "$bind" = default ]; then
+    # Never moved by chorus: where the launcher (or nobody) put it.
+    expected=$allowed_cpus
+    [[ $report == *"not bound by chorus"* ]] || fail "rank $rank: bound by chorus without being asked: $report"
   elif [ "$bind" = auto ] && [ "$ranks" -gt "$cores" ]; then
     expected=$all_cpus
     [[ $report == *"not bound by chorus"* ]] || fail "rank $rank: more ranks than cores but bound: $report"

@@ -206,6 +206,21 @@ TEST(PlannerInheritedBinding, AutomaticKeepsItAnExplicitPolicyReplacesIt) {
   EXPECT_EQ(cpusets(plan_ranks(node, Policy::nic, 2, {4, 5})), (std::vector<std::string>{"8-9", "10-11"}));
 }
 
+// none, the default since issue 21: never bound by chorus; a launcher's
+// binding is kept and reported as such.
+TEST(PlannerInheritedBinding, NoneNeverBindsAndKeepsTheLaunchersBinding) {
+  const Node node = load("two_sockets_one_nic.xml", "mlx5_0", 4);
+  for (const Plan& plan : plan_ranks(node, Policy::none, 2, {4, 5})) {
+    EXPECT_FALSE(plan.bind);
+    EXPECT_EQ(format_cpu_list(plan.cpuset), "4-5");
+    EXPECT_EQ(plan.note, "kept the launcher's binding");
+  }
+  for (const Plan& plan : plan_ranks(node, Policy::none, 2)) {
+    EXPECT_FALSE(plan.bind);
+    EXPECT_EQ(format_cpu_list(plan.cpuset), "0-15");
+  }
+}
+
 // docs/placement.md, "Worked example", figure for figure.
 TEST(PlannerWorkedExample, AsDocumented) {
   Node node = load("two_sockets_one_nic.xml", "mlx5_0", 4);
