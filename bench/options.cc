@@ -26,7 +26,11 @@ const std::vector<std::pair<std::string, chorus::Collective>>& collective_names(
       {"allreduce", chorus::Collective::allreduce}, {"broadcast", chorus::Collective::broadcast},
       {"barrier", chorus::Collective::barrier},     {"reduce", chorus::Collective::reduce},
       {"allgather", chorus::Collective::allgather}, {"reduce_scatter", chorus::Collective::reduce_scatter},
-      {"alltoall", chorus::Collective::alltoall}};
+      {"alltoall", chorus::Collective::alltoall},   {"gather", chorus::Collective::gather},
+      {"gatherv", chorus::Collective::gatherv},     {"scatter", chorus::Collective::scatter},
+      {"scatterv", chorus::Collective::scatterv},   {"allgatherv", chorus::Collective::allgatherv},
+      {"alltoallv", chorus::Collective::alltoallv}, {"scan", chorus::Collective::scan},
+      {"exscan", chorus::Collective::exscan}};
   return names;
 }
 
