@@ -1,5 +1,5 @@
-// Gather, gatherv, scatter, scatterv and allgatherv: chorus' collectives of
-// the same name (their algorithms and selection: docs/algorithms.md), on the
+// Gather, gatherv, scatter, scatterv, allgatherv and alltoallv: chorus'
+// collectives of the same name (their algorithms and selection: docs/algorithms.md), on the
 // packed bytes of the data.
 //
 // Contiguous types travel straight from and into the user's buffer: a block
@@ -268,6 +268,37 @@ int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
     }
     c.chorus.allgatherv(send, layout.counts[me], layout.base(recvbuf), layout.counts, layout.displs, kBytes);
     layout.unpack_into(recvbuf, counts, offsets, rtype, in_place ? me : SIZE_MAX);
+  });
+}
+
+int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                  void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  return call("MPI_Alltoallv", comm, [&] {
+    Comm c = use_comm(comm);
+    const Datatype& rtype = use_type(recvtype, "recvtype");
+    std::vector<size_t> rcounts, roffsets;
+    read_counts(c, recvcounts, rdispls, rcounts, roffsets);
+    check_buffer(recvbuf, std::accumulate(rcounts.begin(), rcounts.end(), size_t{0}), "recvbuf");
+    ByteLayout out(rcounts, roffsets, rtype);
+    if (sendbuf == MPI_IN_PLACE) {
+      // The receive buffer holds the input, laid out by recvcounts/rdispls.
+      out.pack_from(recvbuf, rcounts, roffsets, rtype);
+      c.chorus.alltoallv(out.base(recvbuf), {}, {}, out.base(recvbuf), out.counts, out.displs, kBytes);
+      return out.unpack_into(recvbuf, rcounts, roffsets, rtype);
+    }
+    const Datatype& stype = use_type(sendtype, "sendtype");
+    std::vector<size_t> scounts, soffsets;
+    read_counts(c, sendcounts, sdispls, scounts, soffsets);
+    check_buffer(sendbuf, std::accumulate(scounts.begin(), scounts.end(), size_t{0}), "sendbuf");
+    ByteLayout in(scounts, soffsets, stype);
+    const auto me = static_cast<size_t>(c.rank);
+    if (in.counts[me] != out.counts[me]) {
+      fail(MPI_ERR_TRUNCATE, "sends itself ", in.counts[me], " bytes but receives ", out.counts[me], " from itself");
+    }
+    in.pack_from(sendbuf, scounts, soffsets, stype);
+    c.chorus.alltoallv(in.base(const_cast<void*>(sendbuf)), in.counts, in.displs, out.base(recvbuf), out.counts,
+                       out.displs, kBytes);
+    out.unpack_into(recvbuf, rcounts, roffsets, rtype);
   });
 }
 
