@@ -87,13 +87,15 @@ const char* usage_text() {
 Times chorus collectives over a range of sizes and prints, per size: bytes,
 elements, the algorithm used, time (mean over iterations, slowest rank),
 algbw = bytes / time and busbw = algbw x the nccl-tests factor (allreduce
-2(n-1)/n; allgather, reduce_scatter, alltoall (n-1)/n; broadcast, reduce 1),
+2(n-1)/n; allgather, reduce_scatter, alltoall and gather..alltoallv (n-1)/n;
+broadcast, reduce, scan, exscan 1),
 which is comparable to the link bandwidth. See docs/benchmarking.md.
 
 Options:
   --op LIST           allreduce, broadcast, barrier, reduce, allgather,
-                      reduce_scatter, alltoall, a comma-separated list, or all
-                      (default allreduce)
+                      reduce_scatter, alltoall, gather, gatherv, scatter,
+                      scatterv, allgatherv, alltoallv, scan, exscan, a
+                      comma-separated list, or all (default allreduce)
   --algo NAME         an algorithm of the op (chorus_info lists them), auto
                       (the selection table, default) or all (one table each)
   --dtype T           int8 uint8 int16 uint16 int32 uint32 int64 uint64 float16
