@@ -139,9 +139,7 @@ class Algorithms : public ::testing::TestWithParam<Case> {};
 TEST_P(Algorithms, EveryElementCorrect) { run_case(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(AllCollectives, Algorithms, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string name = name_of(info.param);
-                           for (char& ch : name) if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return name + "_" + std::to_string(info.index);
+                           return chorus::testing::test_name(name_of(info.param), info.index);
                          });
 
 // Every dtype family and op through each reducing collective, 5 ranks.

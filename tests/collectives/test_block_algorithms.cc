@@ -208,8 +208,9 @@ std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (Collective op : kBlockOps) {
     for (const coll::Algorithm* algorithm : coll::algorithms(op)) {
-      for (int ranks : {2, 3, 4, 5, 7, 8, 13}) {
-        std::vector<size_t> counts = {1, 3, static_cast<size_t>(ranks + 1), 700};
+      // One process per case in ctest: few enough to stay cheap in CI.
+      for (int ranks : {2, 3, 5, 8, 13}) {
+        std::vector<size_t> counts = {1, static_cast<size_t>(ranks + 1), 700};
         // Above the 16 KiB eager limit: rendezvous reads.
         if (ranks <= 8) counts.push_back(op == Collective::scan || op == Collective::exscan ? 20000 : 5000);
         for (size_t count : counts) {
@@ -227,9 +228,7 @@ class BlockAlgorithms : public ::testing::TestWithParam<Case> {};
 TEST_P(BlockAlgorithms, EveryElementCorrect) { run_case(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(GatherScatterScan, BlockAlgorithms, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string name = name_of(info.param);
-                           for (char& ch : name) if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return name + "_" + std::to_string(info.index);
+                           return chorus::testing::test_name(name_of(info.param), info.index);
                          });
 
 // Every dtype family and op through scan and exscan, 5 ranks.

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <string>
 
 namespace chorus::testing {
 
@@ -47,5 +49,14 @@ struct Typed {
     }
   }
 };
+
+// A gtest parameter name from a case's description: alphanumerics and '_'
+// only, made unique by the case's index.
+inline std::string test_name(std::string description, size_t index) {
+  for (char& ch : description) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return description + "_" + std::to_string(index);
+}
 
 }  // namespace chorus::testing
