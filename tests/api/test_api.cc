@@ -201,3 +201,18 @@ TEST_F(SingleRank, BlockCollectiveArgumentsAreChecked) {
   comm.barrier();  // argument errors are not sticky
   comm.finalize();
 }
+
+TEST_F(SingleRank, BlockCollectiveAlgorithmVariablesAreRead) {
+  setenv("CHORUS_ALGO_GATHER", "binomial", 1);
+  setenv("CHORUS_ALGO_EXSCAN", "linear", 1);
+  {
+    auto comm = Communicator::init();
+    EXPECT_EQ(comm.selected_algorithm(Collective::gather, 8), "binomial");
+    EXPECT_EQ(comm.selected_algorithm(Collective::exscan, 8), "linear");
+    comm.finalize();
+  }
+  setenv("CHORUS_ALGO_ALLTOALLV", "ring", 1);
+  expect_error(Status::config, "CHORUS_ALGO_ALLTOALLV=\"ring\": expected one of pairwise, auto",
+               [] { Communicator::init(); });
+  for (const char* name : {"CHORUS_ALGO_GATHER", "CHORUS_ALGO_EXSCAN", "CHORUS_ALGO_ALLTOALLV"}) unsetenv(name);
+}
