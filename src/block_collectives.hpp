@@ -13,10 +13,6 @@ namespace chorus {
 
 // gather .. exscan (the collectives after alltoall in the enum).
 inline bool is_block_collective(Collective op) { return op >= Collective::gather && op <= Collective::exscan; }
-inline bool is_vector_collective(Collective op) {
-  return op == Collective::gatherv || op == Collective::scatterv || op == Collective::allgatherv ||
-         op == Collective::alltoallv;
-}
 
 // The element count every rank passes alike: `count`, or for allgatherv the
 // sum of recv_counts; nullopt where counts are per rank (gatherv, scatterv,
