@@ -35,6 +35,8 @@ struct CallShape {
   size_t count = 0;        // the `count` argument of the call
   size_t send_elems = 0;   // elements in the send buffer
   size_t recv_elems = 0;   // elements in the receive buffer
+  // v-variants: per-rank counts and displacements of this rank's call.
+  std::vector<size_t> send_counts = {}, send_displs = {}, recv_counts = {}, recv_displs = {};
 };
 
 struct Call {
@@ -44,6 +46,7 @@ struct Call {
   DataType dtype;
   ReduceOp op;
   int root;
+  const CallShape* shape;  // the v-variants' arrays
 };
 
 struct CollectiveBench {
@@ -66,6 +69,8 @@ struct CollectiveBench {
   double (*input)(const CallShape& shape, size_t index, int rank, ReduceOp op);
   // Broadcast has one buffer: it always runs in place.
   bool always_in_place = false;
+  // v-variants: completes `shape` for `rank` (its own counts and arrays).
+  void (*for_rank)(CallShape& shape, int rank, int ranks) = nullptr;
 };
 
 const CollectiveBench& allreduce_bench();
@@ -75,6 +80,14 @@ const CollectiveBench& reduce_bench();
 const CollectiveBench& allgather_bench();
 const CollectiveBench& reduce_scatter_bench();
 const CollectiveBench& alltoall_bench();
+const CollectiveBench& gather_bench();
+const CollectiveBench& gatherv_bench();
+const CollectiveBench& scatter_bench();
+const CollectiveBench& scatterv_bench();
+const CollectiveBench& allgatherv_bench();
+const CollectiveBench& alltoallv_bench();
+const CollectiveBench& scan_bench();
+const CollectiveBench& exscan_bench();
 
 // Shapes shared by several collectives.
 CallShape same_count_shape(size_t bytes, size_t element_size, int ranks);
@@ -82,5 +95,25 @@ CallShape per_rank_block_shape(size_t bytes, size_t element_size, int ranks);  /
 size_t no_offset(const CallShape& shape, int rank);
 size_t own_block_offset(const CallShape& shape, int rank);  // rank * count
 double plain_input(const CallShape& shape, size_t index, int rank, ReduceOp op);
+double per_rank_bus_factor(int ranks);  // (n-1)/n
+
+// v-variants. Rank r's block when a uniform call would have `base`
+// elements per rank: none on every third rank, base + r on the others.
+size_t varied_count(size_t base, int rank);
+// alltoallv: elements between ranks i and j (symmetric, so in place works).
+size_t pair_count(size_t base, int i, int j);
+// Displacements of `counts` with a one-element gap after each block (gaps
+// must stay untouched); returns the extent.
+size_t gapped_displs(const std::vector<size_t>& counts, std::vector<size_t>& displs);
+// The shape of gatherv/allgatherv (recv_*) or scatterv (send_*): varied
+// counts over `ranks`, gapped; `bytes` as for allgather.
+CallShape varied_shape(size_t bytes, size_t element_size, int ranks, bool receive_side);
+// Which block of `counts`/`displs` holds element `index`: the rank, or -1
+// in a gap; `offset` is the element's index in its block.
+int block_of(const std::vector<size_t>& counts, const std::vector<size_t>& displs, size_t index, size_t& offset);
+// gatherv/allgatherv result element `index`: the sender's input, or the
+// sentinel in a gap.
+double varied_gathered(const CallShape& shape, size_t index, DataType dtype);
+inline constexpr double kSentinel = 99;  // never a valid result for these inputs
 
 }  // namespace bench

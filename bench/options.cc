@@ -28,7 +28,11 @@ const std::vector<std::pair<std::string, chorus::Collective>>& collective_names(
       {"allreduce", chorus::Collective::allreduce}, {"broadcast", chorus::Collective::broadcast},
       {"barrier", chorus::Collective::barrier},     {"reduce", chorus::Collective::reduce},
       {"allgather", chorus::Collective::allgather}, {"reduce_scatter", chorus::Collective::reduce_scatter},
-      {"alltoall", chorus::Collective::alltoall}};
+      {"alltoall", chorus::Collective::alltoall},   {"gather", chorus::Collective::gather},
+      {"gatherv", chorus::Collective::gatherv},     {"scatter", chorus::Collective::scatter},
+      {"scatterv", chorus::Collective::scatterv},   {"allgatherv", chorus::Collective::allgatherv},
+      {"alltoallv", chorus::Collective::alltoallv}, {"scan", chorus::Collective::scan},
+      {"exscan", chorus::Collective::exscan}};
   return names;
 }
 
@@ -86,7 +90,8 @@ Times chorus collectives over a range of sizes, as nccl-tests does, and
 prints per size: bytes moved, elements, the algorithm used, time (mean over
 the timed iterations, slowest rank), algbw = bytes / time and busbw = algbw
 x the nccl-tests factor (allreduce 2(n-1)/n; allgather, reduce_scatter,
-alltoall (n-1)/n; broadcast, reduce 1), comparable to the link bandwidth.
+alltoall and gather..alltoallv (n-1)/n; broadcast, reduce, scan, exscan 1),
+comparable to the link bandwidth.
 See docs/benchmarking.md.
 
 Per size: --warmup untimed calls, then --iters timed calls back to back as
@@ -96,8 +101,9 @@ verification never delays a timed call.
 
 Options (nccl-tests' short and long spellings are accepted too):
   --op LIST             allreduce, broadcast, barrier, reduce, allgather,
-                        reduce_scatter, alltoall, a comma-separated list, or
-                        all (default allreduce)
+                        reduce_scatter, alltoall, gather, gatherv, scatter,
+                        scatterv, allgatherv, alltoallv, scan, exscan, a
+                        comma-separated list, or all (default allreduce)
   --algo NAME           an algorithm of the op (chorus_info lists them), auto
                         (the selection table, default) or all (one table each)
   -d, --dtype T         int8 uint8 int16 uint16 int32 uint32 int64 uint64

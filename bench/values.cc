@@ -145,4 +145,46 @@ size_t own_block_offset(const CallShape& shape, int rank) { return static_cast<s
 
 double plain_input(const CallShape&, size_t index, int rank, ReduceOp op) { return input_value(rank, index, op); }
 
+double per_rank_bus_factor(int ranks) { return static_cast<double>(ranks - 1) / ranks; }
+
+size_t varied_count(size_t base, int rank) { return rank % 3 == 1 ? 0 : base + static_cast<size_t>(rank); }
+
+size_t pair_count(size_t base, int i, int j) { return (i + j) % 4 == 3 ? 0 : base + static_cast<size_t>((i * j) % 3); }
+
+size_t gapped_displs(const std::vector<size_t>& counts, std::vector<size_t>& displs) {
+  displs.resize(counts.size());
+  size_t extent = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    displs[r] = extent;
+    extent += counts[r] + 1;
+  }
+  return extent;
+}
+
+CallShape varied_shape(size_t bytes, size_t element_size, int ranks, bool receive_side) {
+  CallShape shape;
+  const size_t base = bytes / element_size / static_cast<size_t>(ranks);
+  std::vector<size_t>& counts = receive_side ? shape.recv_counts : shape.send_counts;
+  std::vector<size_t>& displs = receive_side ? shape.recv_displs : shape.send_displs;
+  for (int r = 0; r < ranks; ++r) counts.push_back(varied_count(base, r));
+  (receive_side ? shape.recv_elems : shape.send_elems) = gapped_displs(counts, displs);
+  return shape;
+}
+
+int block_of(const std::vector<size_t>& counts, const std::vector<size_t>& displs, size_t index, size_t& offset) {
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (index >= displs[r] && index < displs[r] + counts[r]) {
+      offset = index - displs[r];
+      return static_cast<int>(r);
+    }
+  }
+  return -1;
+}
+
+double varied_gathered(const CallShape& shape, size_t index, DataType dtype) {
+  size_t offset = 0;
+  const int source = block_of(shape.recv_counts, shape.recv_displs, index, offset);
+  return source < 0 ? kSentinel : as_stored(input_value(source, offset, ReduceOp::sum), dtype);
+}
+
 }  // namespace bench

@@ -4,10 +4,6 @@
 
 namespace bench {
 
-namespace {
-constexpr double kSentinel = 99;  // never a valid result for these inputs
-}
-
 const CollectiveBench& bench_for(Collective op) {
   switch (op) {
     case Collective::allreduce: return allreduce_bench();
@@ -17,22 +13,31 @@ const CollectiveBench& bench_for(Collective op) {
     case Collective::allgather: return allgather_bench();
     case Collective::reduce_scatter: return reduce_scatter_bench();
     case Collective::alltoall: return alltoall_bench();
+    case Collective::gather: return gather_bench();
+    case Collective::gatherv: return gatherv_bench();
+    case Collective::scatter: return scatter_bench();
+    case Collective::scatterv: return scatterv_bench();
+    case Collective::allgatherv: return allgatherv_bench();
+    case Collective::alltoallv: return alltoallv_bench();
+    case Collective::scan: return scan_bench();
+    case Collective::exscan: return exscan_bench();
   }
   return allreduce_bench();
 }
 
 Buffers::Buffers(const CollectiveBench& spec, const CallShape& shape, const Setup& setup, int rank, int ranks)
     : spec_(spec), shape_(shape), setup_(setup), rank_(rank), ranks_(ranks) {
+  if (spec.for_rank != nullptr) spec.for_rank(shape_, rank, ranks);
   const size_t elem = chorus::datatype_size(setup.dtype);
   auto words = [&](size_t elems) { return (elems * elem + 7) / 8 + 1; };
   if (setup.in_place || spec.always_in_place) {
-    recv_.assign(words(std::max(shape.send_elems, shape.recv_elems)), 0);
+    recv_.assign(words(std::max(shape_.send_elems, shape_.recv_elems)), 0);
     auto* base = reinterpret_cast<uint8_t*>(recv_.data());
-    send_ptr_ = base + spec.in_place_send_offset(shape, rank) * elem;
-    recv_ptr_ = base + spec.in_place_recv_offset(shape, rank) * elem;
+    send_ptr_ = base + spec.in_place_send_offset(shape_, rank) * elem;
+    recv_ptr_ = base + spec.in_place_recv_offset(shape_, rank) * elem;
   } else {
-    send_.assign(words(shape.send_elems), 0);
-    recv_.assign(words(shape.recv_elems), 0);
+    send_.assign(words(shape_.send_elems), 0);
+    recv_.assign(words(shape_.recv_elems), 0);
     send_ptr_ = send_.data();
     recv_ptr_ = recv_.data();
   }
@@ -66,7 +71,7 @@ uint64_t Buffers::count_wrong(FILE* out, int report) const {
 
 Call Buffers::call() const {
   const void* send = spec_.always_in_place ? recv_ptr_ : send_ptr_;
-  return Call{send, recv_ptr_, shape_.count, setup_.dtype, setup_.redop, setup_.root};
+  return Call{send, recv_ptr_, shape_.count, setup_.dtype, setup_.redop, setup_.root, &shape_};
 }
 
 void Buffers::corrupt_one_element() {

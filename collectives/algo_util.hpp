@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 
 namespace chorus::coll {
 
@@ -47,5 +48,30 @@ inline size_t chunk_elements(const Context& ctx, size_t element_size) {
 }
 
 inline int mod(int value, int n) { return ((value % n) + n) % n; }
+
+// Where rank r's block lies in a buffer of per-rank blocks (elements): blocks
+// of `uniform` elements one after another (gather/scatter), or the caller's
+// counts and displacements (the v-variants).
+struct Layout {
+  std::span<const size_t> counts;
+  std::span<const size_t> displs;
+  size_t uniform = 0;
+  size_t count(int rank) const { return counts.empty() ? uniform : counts[static_cast<size_t>(rank)]; }
+  size_t offset(int rank) const {
+    return displs.empty() ? static_cast<size_t>(rank) * uniform : displs[static_cast<size_t>(rank)];
+  }
+  // Elements from the buffer's start to the end of its last block.
+  size_t extent(int ranks) const {
+    size_t end = 0;
+    for (int r = 0; r < ranks; ++r) end = std::max(end, offset(r) + count(r));
+    return end;
+  }
+};
+
+// Binomial trees over ranks relative to the root (v = rank - root mod n):
+// v's parent is v minus its lowest set bit, its children v + 2^k for 2^k
+// below that bit, and its subtree the ranks [v, v + subtree_size(v, n)).
+inline int lowest_bit(int v) { return v & -v; }
+inline int subtree_size(int v, int n) { return v == 0 ? n : std::min(lowest_bit(v), n - v); }
 
 }  // namespace chorus::coll

@@ -17,5 +17,17 @@ void allgather_ring(Context& ctx, const Args& args);
 void allgather_bruck(Context& ctx, const Args& args);
 void reduce_scatter_ring(Context& ctx, const Args& args);
 void alltoall_pairwise(Context& ctx, const Args& args);
+void gather_linear(Context& ctx, const Args& args);
+void gather_binomial(Context& ctx, const Args& args);
+void gatherv_linear(Context& ctx, const Args& args);
+void scatter_linear(Context& ctx, const Args& args);
+void scatter_binomial(Context& ctx, const Args& args);
+void scatterv_linear(Context& ctx, const Args& args);
+void allgatherv_ring(Context& ctx, const Args& args);
+void alltoallv_pairwise(Context& ctx, const Args& args);
+void scan_linear(Context& ctx, const Args& args);
+void scan_recursive_doubling(Context& ctx, const Args& args);
+void exscan_linear(Context& ctx, const Args& args);
+void exscan_recursive_doubling(Context& ctx, const Args& args);
 
 }  // namespace chorus::coll

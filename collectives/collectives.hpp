@@ -22,15 +22,25 @@ namespace chorus::coll {
 
 // Arguments of one collective call, as the user gave them (in-place already
 // resolved: send == recv means in-place; for allgather in-place means
-// send == recv + rank*count*elem; for reduce_scatter recv may alias block
-// `rank` of send).
+// send == recv + rank*count*elem, for gather (at the root) send == recv +
+// root*count*elem, for gatherv/allgatherv send == recv + recv_displs[rank]*elem;
+// for scatter (at the root) recv == send + root*count*elem, for scatterv
+// recv == send + send_displs[root]*elem; for reduce_scatter recv may alias
+// block `rank` of send; alltoallv in place uses the recv layout for both).
 struct Args {
   const void* send = nullptr;
   void* recv = nullptr;
-  size_t count = 0;  // elements (per rank for allgather/reduce_scatter/alltoall)
+  // Elements: per rank for allgather/reduce_scatter/alltoall/gather/scatter;
+  // this rank's own block for gatherv/allgatherv (sent) and scatterv
+  // (received); unused by alltoallv.
+  size_t count = 0;
   DataType dtype = DataType::uint8;
   ReduceOp op = ReduceOp::sum;
   int root = 0;
+  // v-variants, one entry per rank, in elements (the communicator has
+  // checked their lengths and filled omitted displacements): gatherv (root)
+  // and allgatherv read recv_*, scatterv (root) send_*, alltoallv all four.
+  std::span<const size_t> send_counts = {}, send_displs = {}, recv_counts = {}, recv_displs = {};
 };
 
 // Knobs algorithms read; defaults are the tuned values, env may override.
@@ -155,5 +165,9 @@ const Algorithm* find(Collective op, std::string_view name);
 const Algorithm& select(Collective op, size_t bytes, int ranks);
 // Human-readable table for chorus_info.
 std::string describe_selection_table();
+
+// One rank alone: what gather..exscan leave in the receive buffer (local
+// copies only; the communicator calls this instead of an algorithm).
+void run_alone(Collective op, const Args& args);
 
 }  // namespace chorus::coll

@@ -10,7 +10,7 @@ namespace chorus::coll {
 
 namespace {
 
-const std::array<Algorithm, 12> kAlgorithms = {{
+const std::array<Algorithm, 24> kAlgorithms = {{
     {"ring", Collective::allreduce, allreduce_ring},
     {"tree", Collective::allreduce, allreduce_tree},
     {"recursive_doubling", Collective::allreduce, allreduce_recursive_doubling},
@@ -23,6 +23,18 @@ const std::array<Algorithm, 12> kAlgorithms = {{
     {"bruck", Collective::allgather, allgather_bruck},
     {"ring", Collective::reduce_scatter, reduce_scatter_ring},
     {"pairwise", Collective::alltoall, alltoall_pairwise},
+    {"linear", Collective::gather, gather_linear},
+    {"binomial", Collective::gather, gather_binomial},
+    {"linear", Collective::gatherv, gatherv_linear},
+    {"linear", Collective::scatter, scatter_linear},
+    {"binomial", Collective::scatter, scatter_binomial},
+    {"linear", Collective::scatterv, scatterv_linear},
+    {"ring", Collective::allgatherv, allgatherv_ring},
+    {"pairwise", Collective::alltoallv, alltoallv_pairwise},
+    {"linear", Collective::scan, scan_linear},
+    {"recursive_doubling", Collective::scan, scan_recursive_doubling},
+    {"linear", Collective::exscan, exscan_linear},
+    {"recursive_doubling", Collective::exscan, exscan_recursive_doubling},
 }};
 
 // Crossovers (bytes of the whole payload). Starting points from the alpha-beta
@@ -44,6 +56,13 @@ constexpr int kBroadcastBinomialUpToRanks = 4;
 // 1.3-2.4x (docs/performance.md, "Broadcast on 4 ranks").
 constexpr size_t kBroadcastLinearBelow = 32 * 1024;
 constexpr int kBroadcastLinearUpToRanks = 8;
+// Gather/scatter: up to 8 ranks the root talks to every rank itself (as
+// broadcast_linear, which won there); from 9 ranks small payloads take the
+// binomial tree's log2(n) hops. Model starting points, not yet measured.
+constexpr int kRootedLinearUpToRanks = 8;
+constexpr size_t kRootedTreeBelow = 64 * 1024;
+// Scan: whole-vector rounds for small vectors, the pipelined chain above.
+constexpr size_t kScanChainFrom = 64 * 1024;
 constexpr int kAnyRanks = 1 << 30;
 
 struct Rule {
@@ -56,7 +75,7 @@ struct Rule {
 };
 
 // The first rule that matches wins.
-const std::array<Rule, 14> kRules = {{
+const std::array<Rule, 29> kRules = {{
     {Collective::allreduce, 0, kPairAllreduceRingFrom, 2, 2, "recursive_doubling"},
     {Collective::allreduce, kPairAllreduceRingFrom, SIZE_MAX, 2, 2, "ring"},
     {Collective::broadcast, 0, kBroadcastLinearBelow, 3, kBroadcastLinearUpToRanks, "linear"},
@@ -71,6 +90,21 @@ const std::array<Rule, 14> kRules = {{
     {Collective::allgather, 0, kAllgatherRingFrom, 2, kAnyRanks, "bruck"},
     {Collective::allgather, kAllgatherRingFrom, SIZE_MAX, 2, kAnyRanks, "ring"},
     {Collective::reduce_scatter, 0, SIZE_MAX, 2, kAnyRanks, "ring"},
+    {Collective::alltoall, 0, SIZE_MAX, 2, kAnyRanks, "pairwise"},
+    {Collective::gather, 0, SIZE_MAX, 2, kRootedLinearUpToRanks, "linear"},
+    {Collective::gather, 0, kRootedTreeBelow, 2, kAnyRanks, "binomial"},
+    {Collective::gather, kRootedTreeBelow, SIZE_MAX, 2, kAnyRanks, "linear"},
+    {Collective::scatter, 0, SIZE_MAX, 2, kRootedLinearUpToRanks, "linear"},
+    {Collective::scatter, 0, kRootedTreeBelow, 2, kAnyRanks, "binomial"},
+    {Collective::scatter, kRootedTreeBelow, SIZE_MAX, 2, kAnyRanks, "linear"},
+    {Collective::gatherv, 0, SIZE_MAX, 2, kAnyRanks, "linear"},
+    {Collective::scatterv, 0, SIZE_MAX, 2, kAnyRanks, "linear"},
+    {Collective::allgatherv, 0, SIZE_MAX, 2, kAnyRanks, "ring"},
+    {Collective::alltoallv, 0, SIZE_MAX, 2, kAnyRanks, "pairwise"},
+    {Collective::scan, 0, kScanChainFrom, 2, kAnyRanks, "recursive_doubling"},
+    {Collective::scan, kScanChainFrom, SIZE_MAX, 2, kAnyRanks, "linear"},
+    {Collective::exscan, 0, kScanChainFrom, 2, kAnyRanks, "recursive_doubling"},
+    {Collective::exscan, kScanChainFrom, SIZE_MAX, 2, kAnyRanks, "linear"},
 }};
 
 std::string rank_text(const Rule& rule) {
@@ -117,7 +151,7 @@ const Algorithm& select(Collective op, size_t bytes, int ranks) {
       return *resolved[i];
     }
   }
-  // No rule (e.g. alltoall, or one rank): the op's first algorithm.
+  // No rule (one rank): the op's first algorithm.
   auto candidates = algorithms(op);
   if (candidates.empty()) fail(Status::internal, "no algorithm for ", to_string(op));
   return *candidates.front();
@@ -134,8 +168,6 @@ std::string describe_selection_table() {
                   range.c_str(), rank_text(rule).c_str(), std::string(rule.algorithm).c_str());
     text += line;
   }
-  std::snprintf(line, sizeof line, "  %-15s %-16s %-8s %s\n", "alltoall", "[0, inf)", ">=2", "pairwise");
-  text += line;
   return text;
 }
 

@@ -1,5 +1,6 @@
 // The C API: thin wrappers that turn chorus::Error into a status code plus a
 // thread-local message (chorus_last_error).
+#include "block_collectives.hpp"
 #include "common/error.hpp"
 #include "communicator_impl.hpp"
 
@@ -50,6 +51,39 @@ size_t block_offset(chorus::CommunicatorImpl& comm, size_t count, chorus_datatyp
 chorus_status_t run(chorus_comm_t comm, chorus::Collective op, const void* send, void* recv, size_t count,
                     chorus_datatype_t dtype, chorus_op_t redop, int root) {
   return guard([&] { impl_of(comm).run(op, {send, recv, count, to_dtype(dtype), to_op(redop), root}); });
+}
+
+// gather .. exscan: per-rank arrays and CHORUS_IN_PLACE.
+
+// CHORUS_IN_PLACE in a rooted collective: only the root has its own block
+// in the other buffer.
+bool in_place_at_root(chorus::CommunicatorImpl& comm, const void* buffer, int root, const char* function) {
+  if (!in_place(buffer)) return false;
+  if (comm.rank() != root) {
+    chorus::fail(chorus::Status::invalid_argument, function, ": CHORUS_IN_PLACE on rank ", comm.rank(),
+                 ", which is not the root (", root, ")");
+  }
+  return true;
+}
+
+// One entry per rank of `comm`, or none for a null array.
+std::span<const size_t> per_rank(chorus::CommunicatorImpl& comm, const size_t* values) {
+  return values == nullptr ? std::span<const size_t>() : std::span<const size_t>(values, static_cast<size_t>(comm.size()));
+}
+
+// Byte offset of element `elements` of a buffer of `dtype`.
+const uint8_t* element_at(const void* base, size_t elements, chorus_datatype_t dtype) {
+  return static_cast<const uint8_t*>(base) + elements * chorus::datatype_size(to_dtype(dtype));
+}
+
+// The root's own block for CHORUS_IN_PLACE at a rooted v-variant: element
+// displs[root] (packed: the sum of the counts before it), or 0 if unknown.
+size_t own_displacement(chorus::CommunicatorImpl& comm, const size_t* counts, const size_t* displs) {
+  const auto rank = static_cast<size_t>(comm.rank());
+  if (displs != nullptr) return displs[rank];
+  size_t offset = 0;
+  for (size_t r = 0; counts != nullptr && r < rank; ++r) offset += counts[r];
+  return offset;
 }
 
 }  // namespace
@@ -157,6 +191,99 @@ chorus_status_t chorus_alltoall(chorus_comm_t comm, const void* sendbuf, void* r
   return run(comm, chorus::Collective::alltoall, in_place(sendbuf) ? recvbuf : sendbuf, recvbuf, count, dtype,
              CHORUS_SUM, 0);
 }
+
+// --- gather .. exscan ------------------------------------------------------------
+
+chorus_status_t chorus_gather(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                              chorus_datatype_t dtype, int root) {
+  return guard([&] {
+    auto& impl = impl_of(comm);
+    const void* send = in_place_at_root(impl, sendbuf, root, "chorus_gather")
+                           ? element_at(recvbuf, static_cast<size_t>(root) * count, dtype)
+                           : sendbuf;
+    impl.run(chorus::Collective::gather, {send, recvbuf, count, to_dtype(dtype), chorus::ReduceOp::sum, root});
+  });
+}
+
+chorus_status_t chorus_gatherv(chorus_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                               const size_t* recvcounts, const size_t* displs, chorus_datatype_t dtype, int root) {
+  return guard([&] {
+    auto& impl = impl_of(comm);
+    const void* send = in_place_at_root(impl, sendbuf, root, "chorus_gatherv")
+                           ? element_at(recvbuf, own_displacement(impl, recvcounts, displs), dtype)
+                           : sendbuf;
+    chorus::coll::Args args{send, recvbuf, sendcount, to_dtype(dtype), chorus::ReduceOp::sum, root};
+    args.recv_counts = per_rank(impl, recvcounts);
+    args.recv_displs = per_rank(impl, displs);
+    impl.run(chorus::Collective::gatherv, chorus::BlockArgs(args).args());
+  });
+}
+
+chorus_status_t chorus_scatter(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                               chorus_datatype_t dtype, int root) {
+  return guard([&] {
+    auto& impl = impl_of(comm);
+    void* recv = in_place_at_root(impl, recvbuf, root, "chorus_scatter")
+                     ? const_cast<uint8_t*>(element_at(sendbuf, static_cast<size_t>(root) * count, dtype))
+                     : recvbuf;
+    impl.run(chorus::Collective::scatter, {sendbuf, recv, count, to_dtype(dtype), chorus::ReduceOp::sum, root});
+  });
+}
+
+chorus_status_t chorus_scatterv(chorus_comm_t comm, const void* sendbuf, const size_t* sendcounts,
+                                const size_t* displs, void* recvbuf, size_t recvcount, chorus_datatype_t dtype,
+                                int root) {
+  return guard([&] {
+    auto& impl = impl_of(comm);
+    void* recv = in_place_at_root(impl, recvbuf, root, "chorus_scatterv")
+                     ? const_cast<uint8_t*>(element_at(sendbuf, own_displacement(impl, sendcounts, displs), dtype))
+                     : recvbuf;
+    chorus::coll::Args args{sendbuf, recv, recvcount, to_dtype(dtype), chorus::ReduceOp::sum, root};
+    args.send_counts = per_rank(impl, sendcounts);
+    args.send_displs = per_rank(impl, displs);
+    impl.run(chorus::Collective::scatterv, chorus::BlockArgs(args).args());
+  });
+}
+
+chorus_status_t chorus_allgatherv(chorus_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                                  const size_t* recvcounts, const size_t* displs, chorus_datatype_t dtype) {
+  return guard([&] {
+    auto& impl = impl_of(comm);
+    const void* send =
+        in_place(sendbuf) ? element_at(recvbuf, own_displacement(impl, recvcounts, displs), dtype) : sendbuf;
+    chorus::coll::Args args{send, recvbuf, sendcount, to_dtype(dtype), chorus::ReduceOp::sum, 0};
+    args.recv_counts = per_rank(impl, recvcounts);
+    args.recv_displs = per_rank(impl, displs);
+    impl.run(chorus::Collective::allgatherv, chorus::BlockArgs(args).args());
+  });
+}
+
+chorus_status_t chorus_alltoallv(chorus_comm_t comm, const void* sendbuf, const size_t* sendcounts,
+                                 const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                                 const size_t* rdispls, chorus_datatype_t dtype) {
+  return guard([&] {
+    auto& impl = impl_of(comm);
+    chorus::coll::Args args{in_place(sendbuf) ? recvbuf : sendbuf, recvbuf, 0, to_dtype(dtype),
+                            chorus::ReduceOp::sum, 0};
+    args.send_counts = per_rank(impl, sendcounts);
+    args.send_displs = per_rank(impl, sdispls);
+    args.recv_counts = per_rank(impl, recvcounts);
+    args.recv_displs = per_rank(impl, rdispls);
+    impl.run(chorus::Collective::alltoallv, chorus::BlockArgs(args).args());
+  });
+}
+
+chorus_status_t chorus_scan(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                            chorus_datatype_t dtype, chorus_op_t op) {
+  return run(comm, chorus::Collective::scan, in_place(sendbuf) ? recvbuf : sendbuf, recvbuf, count, dtype, op, 0);
+}
+
+chorus_status_t chorus_exscan(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                              chorus_datatype_t dtype, chorus_op_t op) {
+  return run(comm, chorus::Collective::exscan, in_place(sendbuf) ? recvbuf : sendbuf, recvbuf, count, dtype, op, 0);
+}
+
+// --- end gather .. exscan --------------------------------------------------------
 
 chorus_status_t chorus_send(chorus_comm_t comm, const void* buf, size_t bytes, int peer, int tag) {
   return guard([&] { impl_of(comm).send(buf, bytes, peer, tag); });

@@ -1,5 +1,7 @@
 #include "communicator_impl.hpp"
 
+#include "block_collectives.hpp"
+
 #include "common/error.hpp"
 #include "common/foreign_signal_handlers.hpp"
 #include "common/log.hpp"
@@ -20,10 +22,12 @@ namespace {
 constexpr int kMaxUserTag = p2p::CallTag::kMaxUserTag;
 
 const char* env_name_for(Collective op) {
-  static constexpr const char* names[] = {"CHORUS_ALGO_ALLREDUCE", "CHORUS_ALGO_BROADCAST",
-                                          "CHORUS_ALGO_BARRIER",   "CHORUS_ALGO_REDUCE",
-                                          "CHORUS_ALGO_ALLGATHER", "CHORUS_ALGO_REDUCE_SCATTER",
-                                          "CHORUS_ALGO_ALLTOALL"};
+  static constexpr const char* names[] = {
+      "CHORUS_ALGO_ALLREDUCE", "CHORUS_ALGO_BROADCAST",  "CHORUS_ALGO_BARRIER",    "CHORUS_ALGO_REDUCE",
+      "CHORUS_ALGO_ALLGATHER", "CHORUS_ALGO_REDUCE_SCATTER", "CHORUS_ALGO_ALLTOALL", "CHORUS_ALGO_GATHER",
+      "CHORUS_ALGO_GATHERV",   "CHORUS_ALGO_SCATTER",    "CHORUS_ALGO_SCATTERV",   "CHORUS_ALGO_ALLGATHERV",
+      "CHORUS_ALGO_ALLTOALLV", "CHORUS_ALGO_SCAN",       "CHORUS_ALGO_EXSCAN"};
+  static_assert(std::size(names) == kNumCollectives);
   return names[static_cast<int>(op)];
 }
 
@@ -36,10 +40,14 @@ std::string algorithm_names(Collective op) {
 }
 
 bool is_reduction(Collective op) {
-  return op == Collective::allreduce || op == Collective::reduce || op == Collective::reduce_scatter;
+  return op == Collective::allreduce || op == Collective::reduce || op == Collective::reduce_scatter ||
+         op == Collective::scan || op == Collective::exscan;
 }
 
-bool has_root(Collective op) { return op == Collective::broadcast || op == Collective::reduce; }
+bool has_root(Collective op) {
+  return op == Collective::broadcast || op == Collective::reduce || op == Collective::gather ||
+         op == Collective::gatherv || op == Collective::scatter || op == Collective::scatterv;
+}
 
 std::string this_hostname() {
   char name[256] = {0};
@@ -55,7 +63,7 @@ uint32_t call_digest(Collective op, const coll::Args& args, const coll::Algorith
   uint64_t hash = 14695981039346656037ull;
   auto mix = [&](uint64_t value) { hash = (hash ^ value) * 1099511628211ull; };
   mix(static_cast<uint64_t>(op));
-  mix(args.count);
+  mix(agreed_count(op, args).value_or(0));  // v-variants: counts differ per rank
   mix(static_cast<uint64_t>(args.dtype));
   mix(is_reduction(op) ? static_cast<uint64_t>(args.op) : 0);
   mix(has_root(op) ? static_cast<uint64_t>(args.root) : 0);
@@ -89,7 +97,7 @@ CallRecord record_of(Collective op, const coll::Args& args, const coll::Algorith
   const auto all = coll::algorithms(op);
   const auto index = std::find(all.begin(), all.end(), &algorithm) - all.begin();
   return {static_cast<int32_t>(op), static_cast<int32_t>(args.dtype), is_reduction(op) ? static_cast<int32_t>(args.op) : 0,
-          has_root(op) ? args.root : 0, args.count, static_cast<int32_t>(index)};
+          has_root(op) ? args.root : 0, agreed_count(op, args).value_or(0), static_cast<int32_t>(index)};
 }
 
 std::string describe_record(const CallRecord& r) {
@@ -105,6 +113,7 @@ std::string describe_record(const CallRecord& r) {
 
 
 size_t payload_bytes(Collective op, const coll::Args& args, int size) {
+  if (is_block_collective(op)) return block_collective_elements(op, args, size) * datatype_size(args.dtype);
   size_t bytes = args.count * datatype_size(args.dtype);
   switch (op) {
     case Collective::allgather:
@@ -278,6 +287,7 @@ void CommunicatorImpl::validate(Collective op, const coll::Args& args) const {
     fail(Status::invalid_argument, name, ": count ", args.count, " of ", to_string(args.dtype), " on ", ranks,
          " ranks is more than the largest payload chorus accepts (2^60 bytes in all)");
   }
+  if (is_block_collective(op)) return validate_block_collective(op, args, rank(), size());
   if (op == Collective::barrier || args.count == 0) return;
   bool send_needed = op != Collective::broadcast;
   bool recv_needed = op != Collective::reduce || rank() == args.root;
@@ -294,6 +304,7 @@ const coll::Algorithm& CommunicatorImpl::choose(Collective op, size_t bytes) con
 }
 
 void CommunicatorImpl::run_single_rank(Collective op, const coll::Args& args) {
+  if (is_block_collective(op)) return coll::run_alone(op, args);
   const size_t bytes = payload_bytes(op, args, 1);
   if (bytes == 0 || op == Collective::barrier || op == Collective::broadcast || args.send == args.recv || args.recv == nullptr) return;
   std::memmove(args.recv, args.send, bytes);
@@ -320,7 +331,9 @@ PreparedCall CommunicatorImpl::prepare(Collective op, const coll::Args& user_arg
   // Before the count == 0 shortcut: a rank passing 0 where others do not is a mismatch too.
   if (session_->settings.check_calls) prepared.check_call = p2p::CallTag::collective(context_id_, sequence_++);
   prepared.args = user_args;
-  if (op != Collective::barrier && user_args.count == 0) return prepared;
+  // gatherv/scatterv/alltoallv run with per-rank counts (some ranks may pass 0).
+  const std::optional<uint64_t> count = agreed_count(op, user_args);
+  if (op != Collective::barrier && count && *count == 0) return prepared;
   if (op == Collective::reduce && prepared.args.recv == nullptr) {
     // MPI lets non-roots pass no receive buffer; algorithms may still use one.
     prepared.args.recv = scratch.get(3, prepared.args.count * datatype_size(prepared.args.dtype));

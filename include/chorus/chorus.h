@@ -103,6 +103,45 @@ chorus_status_t chorus_reduce_scatter(chorus_comm_t comm, const void* sendbuf, v
 chorus_status_t chorus_alltoall(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                 chorus_datatype_t dtype);
 
+/* Rooted, variable-size and prefix collectives (as MPI's). Counts and
+ * displacements are elements; arrays hold one entry per rank (comm size). A
+ * NULL displacement array means packed blocks (displs[r] = counts[0] + ... +
+ * counts[r-1]). Arguments marked (root) are read only at the root; other
+ * ranks may pass NULL. CHORUS_IN_PLACE: as the send buffer at the root of
+ * gather/gatherv (the root's block is already in recvbuf), as the receive
+ * buffer at the root of scatter/scatterv (the root's block stays in sendbuf;
+ * pass (void*)CHORUS_IN_PLACE), as the send buffer of allgatherv (own block
+ * already at recvbuf + displs[rank]), alltoallv (recvbuf holds the input,
+ * laid out by recvcounts/rdispls; sendcounts/sdispls are ignored), scan and
+ * exscan. exscan leaves rank 0's recvbuf unchanged. */
+/* recvbuf (root) holds size*count elements; rank r's block lands at r*count. */
+chorus_status_t chorus_gather(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                              chorus_datatype_t dtype, int root);
+/* Rank r sends sendcount elements; at the root they land at recvbuf + displs[r];
+ * recvcounts[r] (root) must equal rank r's sendcount. */
+chorus_status_t chorus_gatherv(chorus_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                               const size_t* recvcounts, const size_t* displs, chorus_datatype_t dtype, int root);
+/* Block r (count elements at sendbuf + r*count, root) goes to rank r. */
+chorus_status_t chorus_scatter(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                               chorus_datatype_t dtype, int root);
+/* sendcounts[r] elements at sendbuf + displs[r] (root) go to rank r, whose recvcount must equal them. */
+chorus_status_t chorus_scatterv(chorus_comm_t comm, const void* sendbuf, const size_t* sendcounts,
+                                const size_t* displs, void* recvbuf, size_t recvcount, chorus_datatype_t dtype,
+                                int root);
+/* Every rank ends with rank r's sendcount elements at recvbuf + displs[r]; all pass the same recvcounts. */
+chorus_status_t chorus_allgatherv(chorus_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                                  const size_t* recvcounts, const size_t* displs, chorus_datatype_t dtype);
+/* sendcounts[j] elements at sendbuf + sdispls[j] go to rank j; recvcounts[i]
+ * elements from rank i land at recvbuf + rdispls[i]. */
+chorus_status_t chorus_alltoallv(chorus_comm_t comm, const void* sendbuf, const size_t* sendcounts,
+                                 const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                                 const size_t* rdispls, chorus_datatype_t dtype);
+/* Rank r gets the reduction of the inputs of ranks 0..r (scan) or 0..r-1 (exscan). */
+chorus_status_t chorus_scan(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                            chorus_datatype_t dtype, chorus_op_t op);
+chorus_status_t chorus_exscan(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                              chorus_datatype_t dtype, chorus_op_t op);
+
 /* Blocking point-to-point of raw bytes; tag must be in [0, 2^31). A receive
  * takes a message of at most `bytes` bytes from exactly `peer` with exactly
  * `tag` (C++ Communicator::recv also takes wildcards). */

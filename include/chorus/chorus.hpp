@@ -65,8 +65,24 @@ enum class Status : int {
 };
 
 // Collective operations, for algorithm selection and reporting.
-enum class Collective : int { allreduce, broadcast, barrier, reduce, allgather, reduce_scatter, alltoall };
-inline constexpr int kNumCollectives = 7;
+enum class Collective : int {
+  allreduce,
+  broadcast,
+  barrier,
+  reduce,
+  allgather,
+  reduce_scatter,
+  alltoall,
+  gather,
+  gatherv,
+  scatter,
+  scatterv,
+  allgatherv,
+  alltoallv,
+  scan,
+  exscan,
+};
+inline constexpr int kNumCollectives = 15;
 
 // 16-bit float storage types for the typed API (bit patterns, no arithmetic).
 struct float16_t {
@@ -263,6 +279,73 @@ class Communicator {
   // Non-blocking point-to-point, as send/recv below.
   [[nodiscard]] Request isend(const void* buf, size_t bytes, int peer, int tag);
   [[nodiscard]] Request irecv(void* buf, size_t bytes, int peer, int tag);
+
+  // Rooted, variable-size and prefix collectives (as MPI's). Counts and
+  // displacements are elements, one entry per rank; an empty displacement
+  // span means blocks packed one after another (displs[r] = sum of counts
+  // before r). Arrays and buffers marked "root" are read only at the root
+  // (others may pass empty spans / nullptr). In place:
+  //  - gather/gatherv: at the root, send = the root's own block inside recv
+  //    (recv + root * count, recv + recv_displs[root]);
+  //  - scatter/scatterv: at the root, recv = the root's own block inside
+  //    send (send + root * count, send + send_displs[root]);
+  //  - allgatherv: send = recv + recv_displs[rank];
+  //  - alltoallv: send == recv; the receive counts/displacements describe
+  //    both sides (send_counts/send_displs are ignored);
+  //  - scan/exscan: send == recv.
+  // exscan leaves rank 0's receive buffer unchanged (MPI: undefined).
+  // gather: recv (root) holds size*count elements, rank r's block at r*count.
+  void gather(const void* send, void* recv, size_t count, DataType dtype, int root);
+  // gatherv: rank r sends send_count elements; they land at recv + recv_displs[r]
+  // at the root, whose recv_counts[r] must equal rank r's send_count.
+  void gatherv(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
+               std::span<const size_t> recv_displs, DataType dtype, int root);
+  // scatter: block r (count elements at send + r*count) of the root goes to rank r.
+  void scatter(const void* send, void* recv, size_t count, DataType dtype, int root);
+  // scatterv: send_counts[r] elements at send + send_displs[r] (root) go to
+  // rank r, whose recv_count must equal them.
+  void scatterv(const void* send, std::span<const size_t> send_counts, std::span<const size_t> send_displs,
+                void* recv, size_t recv_count, DataType dtype, int root);
+  // allgatherv: every rank ends with rank r's send_count elements at
+  // recv + recv_displs[r]; every rank passes the same recv_counts.
+  void allgatherv(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
+                  std::span<const size_t> recv_displs, DataType dtype);
+  // alltoallv: send_counts[j] elements at send + send_displs[j] go to rank j;
+  // recv_counts[i] elements from rank i land at recv + recv_displs[i]. Rank
+  // i's send_counts[j] must equal rank j's recv_counts[i].
+  void alltoallv(const void* send, std::span<const size_t> send_counts, std::span<const size_t> send_displs,
+                 void* recv, std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
+                 DataType dtype);
+  // scan: rank r gets the reduction of ranks 0..r's inputs; exscan: of 0..r-1.
+  void scan(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+  void exscan(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+
+  template <class T>
+  void gather(const T* send, T* recv, size_t count, int root) {
+    gather(send, recv, count, datatype_of<T>(), root);
+  }
+  template <class T>
+  void scatter(const T* send, T* recv, size_t count, int root) {
+    scatter(send, recv, count, datatype_of<T>(), root);
+  }
+  template <class T>
+  void allgatherv(std::span<const T> send, T* recv, std::span<const size_t> recv_counts,
+                  std::span<const size_t> recv_displs = {}) {
+    allgatherv(send.data(), send.size(), recv, recv_counts, recv_displs, datatype_of<T>());
+  }
+  template <class T>
+  void alltoallv(const T* send, std::span<const size_t> send_counts, std::span<const size_t> send_displs, T* recv,
+                 std::span<const size_t> recv_counts, std::span<const size_t> recv_displs) {
+    alltoallv(send, send_counts, send_displs, recv, recv_counts, recv_displs, datatype_of<T>());
+  }
+  template <class T>
+  void scan(const T* send, T* recv, size_t count, ReduceOp op) {
+    scan(send, recv, count, datatype_of<T>(), op);
+  }
+  template <class T>
+  void exscan(const T* send, T* recv, size_t count, ReduceOp op) {
+    exscan(send, recv, count, datatype_of<T>(), op);
+  }
 
   // Blocking point-to-point of raw bytes; tag in [0, 2^31). Messages between
   // two ranks with the same tag arrive in send order. recv takes a message of

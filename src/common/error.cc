@@ -51,8 +51,9 @@ std::string_view to_string(ReduceOp op) {
 }
 
 std::string_view to_string(Collective op) {
-  static constexpr std::string_view names[] = {"allreduce", "broadcast",      "barrier", "reduce",
-                                               "allgather", "reduce_scatter", "alltoall"};
+  static constexpr std::string_view names[] = {
+      "allreduce", "broadcast", "barrier",  "reduce",     "allgather", "reduce_scatter", "alltoall", "gather",
+      "gatherv",   "scatter",   "scatterv", "allgatherv", "alltoallv", "scan",           "exscan"};
   auto index = static_cast<unsigned>(op);
   return index < std::size(names) ? names[index] : std::string_view("invalid-collective");
 }

@@ -7,7 +7,7 @@
 // chorus has the op and type (SUM/PROD/MIN/MAX on integers, float, double);
 // anything else (user ops, logical/bitwise ops, long double, complex,
 // value-index pairs) is reduced to rank 0 in rank order (op.cc) and then
-// broadcast or scattered.
+// broadcast or scattered (chorus' broadcast, scatterv).
 #include "mpi/internal.hpp"
 
 #include <algorithm>
@@ -20,21 +20,11 @@ namespace {
 
 constexpr auto kBytes = chorus::DataType::uint8;
 
-// Sends rank 0's packed blocks (block r at offsets[r], bytes[r] long) to
-// their ranks; returns this rank's block.
-Bytes scatter_from_rank0(const Comm& comm, const Bytes& all, const std::vector<size_t>& offsets,
-                         const std::vector<size_t>& bytes) {
-  const size_t mine = bytes[static_cast<size_t>(comm.rank)];
-  Bytes block(mine);
-  if (comm.rank == 0) {
-    for (int r = 1; r < comm.size; ++r) {
-      const size_t index = static_cast<size_t>(r);
-      if (bytes[index] != 0) comm.internal.send(all.data() + offsets[index], bytes[index], r, kTagScatter);
-    }
-    if (mine != 0) std::memcpy(block.data(), all.data(), mine);
-  } else if (mine != 0) {
-    recv_exact(comm.internal, block.data(), mine, 0, kTagScatter);
-  }
+// Sends rank 0's packed blocks (bytes[r] long, one after another) to their
+// ranks with chorus' scatterv; returns this rank's block.
+Bytes scatter_from_rank0(const Comm& comm, const Bytes& all, const std::vector<size_t>& bytes) {
+  Bytes block(bytes[static_cast<size_t>(comm.rank)]);
+  comm.chorus.scatterv(all.data(), bytes, {}, block.data(), block.size(), kBytes, 0);
   return block;
 }
 
@@ -71,10 +61,8 @@ void reduce_scatter_block(const Comm& comm, const void* send, void* recv, size_t
     return;
   }
   Bytes reduced = reduce_to_rank0(comm, send, total, type, op);
-  const size_t block = packed_bytes(count, type);
-  std::vector<size_t> offsets(static_cast<size_t>(comm.size)), bytes(static_cast<size_t>(comm.size), block);
-  for (size_t r = 0; r < offsets.size(); ++r) offsets[r] = r * block;
-  Bytes mine = scatter_from_rank0(comm, reduced, offsets, bytes);
+  const std::vector<size_t> bytes(static_cast<size_t>(comm.size), packed_bytes(count, type));
+  Bytes mine = scatter_from_rank0(comm, reduced, bytes);
   unpack(mine.data(), count, type, recv);
 }
 
@@ -265,14 +253,9 @@ int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[
     }
     // Uneven blocks: reduce everything to rank 0, then send each rank its block.
     Bytes reduced = reduce_packed_to_rank0(c, send, total, type, op);
-    std::vector<size_t> offsets(counts.size()), bytes(counts.size());
-    size_t offset = 0;
-    for (size_t r = 0; r < counts.size(); ++r) {
-      offsets[r] = offset;
-      bytes[r] = packed_bytes(counts[r], type);
-      offset += bytes[r];
-    }
-    Bytes block = scatter_from_rank0(c, reduced, offsets, bytes);
+    std::vector<size_t> bytes(counts.size());
+    for (size_t r = 0; r < counts.size(); ++r) bytes[r] = packed_bytes(counts[r], type);
+    Bytes block = scatter_from_rank0(c, reduced, bytes);
     unpack(block.data(), mine, type, recvbuf);
   });
 }

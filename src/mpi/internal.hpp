@@ -5,8 +5,9 @@
 //
 // The MPI layer is a client of chorus' public C++ API only: an MPI
 // communicator is a chorus::Communicator (user collectives and messages) plus
-// a private dup of it whose point-to-point messages carry the collectives
-// built here (gather, scatter, scan, ...), so they never match the user's.
+// a private dup of it whose point-to-point messages carry the reductions
+// built here for ops chorus lacks (user ops, logical ops, ...), so they never
+// match the user's.
 #pragma once
 
 #include "chorus/mpi/mpi.h"
@@ -36,7 +37,7 @@ struct chorus_mpi_group {
 struct chorus_mpi_comm {
   uint32_t magic;
   chorus::Communicator* chorus;    // collectives and user point-to-point
-  chorus::Communicator* internal;  // point-to-point of the collectives built in this layer
+  chorus::Communicator* internal;  // point-to-point of the reductions built in this layer
   MPI_Errhandler errhandler;
   const char* name;  // predefined communicators only
   bool predefined;
@@ -179,7 +180,9 @@ void check_root(int root, const Comm& comm);                    // MPI_ERR_ROOT
 void check_buffer(const void* buffer, size_t count, const char* role);  // MPI_ERR_BUFFER
 
 // Tags of the point-to-point messages collectives exchange on Comm::internal.
-enum InternalTag : int { kTagGather = 1, kTagScatter, kTagReduce, kTagForward, kTagScan };
+// (Gather, scatter and allgatherv are chorus' own collectives; what is left
+// here serves the ops chorus cannot reduce: op.cc, scan.cc, MPI_Reduce.)
+enum InternalTag : int { kTagReduce = 1, kTagForward, kTagScan };
 
 // Receives exactly `bytes` bytes from `peer`; another length means the ranks
 // passed different counts or datatypes.

@@ -1,6 +1,9 @@
-// MPI_Scan and MPI_Exscan by recursive doubling (the algorithm MPICH uses):
-// ceil(log2(size)) exchange steps of `count` elements, for any op, in rank
-// order (so non-commutative user ops are correct).
+// MPI_Scan and MPI_Exscan. When chorus has the op and type (SUM/PROD/MIN/MAX
+// on integers, float, double) they are chorus' scan/exscan, with their
+// algorithms (docs/algorithms.md). Everything else (user ops, which may not
+// commute, logical/bitwise ops, long double, complex, value-index pairs)
+// runs here by recursive doubling (the algorithm MPICH uses):
+// ceil(log2(size)) exchange steps of `count` elements, in rank order.
 //
 // At step `mask` each rank exchanges with rank ^ mask the reduction of its
 // aligned block of `mask` ranks ("partial"). The block that came from below
@@ -26,6 +29,16 @@ void scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, 
   check_buffer(recvbuf, n, "recvbuf");
   const size_t bytes = packed_bytes(n, type);
   if (bytes == 0) return;
+  if (auto fast = fast_path(op, type)) {
+    using Raw = void (chorus::Communicator::*)(const void*, void*, size_t, chorus::DataType, chorus::ReduceOp);
+    const Raw run = exclusive ? Raw{&chorus::Communicator::exscan} : Raw{&chorus::Communicator::scan};
+    if (type.contiguous()) return (c.chorus.*run)(send, recvbuf, n * fast->count, fast->dtype, fast->op);
+    Bytes packed = pack_copy(send, n, type);
+    (c.chorus.*run)(packed.data(), packed.data(), n * fast->count, fast->dtype, fast->op);
+    // Exscan leaves rank 0's receive buffer untouched (MPI: undefined there).
+    if (!exclusive || c.rank != 0) unpack(packed.data(), n, type, recvbuf);
+    return;
+  }
 
   Bytes partial = pack_copy(send, n, type);
   Bytes incoming(bytes);

@@ -154,3 +154,67 @@ TEST_F(SingleRank, ContextIdsRunOutWithAClearError) {
   EXPECT_EQ(created, 32767);
   comm.barrier();  // the communicator itself still works
 }
+
+// --- gather .. exscan -----------------------------------------------------------
+
+extern "C" int capi_block_collectives(void);
+
+TEST_F(SingleRank, BlockCollectivesThroughTheCApi) { EXPECT_EQ(capi_block_collectives(), 0); }
+
+TEST_F(SingleRank, BlockCollectivesOnOneRankCopyOrLeaveData) {
+  auto comm = Communicator::init();
+  std::vector<int32_t> in = {1, 2, 3}, out(5, -1);
+  const std::vector<size_t> counts = {3}, gap = {2};
+  comm.gather(in.data(), out.data(), 3, 0);
+  EXPECT_EQ(std::vector<int32_t>(out.begin(), out.begin() + 3), in);
+  out.assign(5, -1);
+  comm.allgatherv<int32_t>(in, out.data(), counts, gap);
+  EXPECT_EQ(out, (std::vector<int32_t>{-1, -1, 1, 2, 3}));  // displacement 2; the gap untouched
+  out.assign(5, -1);
+  comm.alltoallv(in.data(), counts, {}, out.data(), counts, gap);
+  EXPECT_EQ(out, (std::vector<int32_t>{-1, -1, 1, 2, 3}));
+  out.assign(5, -1);
+  comm.exscan(in.data(), out.data(), 3, ReduceOp::sum);
+  EXPECT_EQ(out, std::vector<int32_t>(5, -1));  // rank 0: unchanged
+  comm.scan(in.data(), out.data(), 3, ReduceOp::max);
+  EXPECT_EQ(std::vector<int32_t>(out.begin(), out.begin() + 3), in);
+  comm.finalize();
+}
+
+TEST_F(SingleRank, BlockCollectiveArgumentsAreChecked) {
+  auto comm = Communicator::init();
+  std::vector<int32_t> buffer(8);
+  const std::vector<size_t> two = {1, 1}, one = {4};
+  expect_error(Status::invalid_argument, "gather: root 1 is not a rank",
+               [&] { comm.gather(buffer.data(), buffer.data(), 1, 1); });
+  expect_error(Status::invalid_argument, "gatherv: recv_counts has 2 entries, expected 1 (one per rank)",
+               [&] { comm.gatherv(buffer.data(), 1, buffer.data(), two, {}, DataType::int32, 0); });
+  expect_error(Status::invalid_argument, "scatterv: send_displs has 2 entries, expected 1",
+               [&] { comm.scatterv(buffer.data(), one, two, buffer.data(), 4, DataType::int32, 0); });
+  expect_error(Status::invalid_argument, "allgatherv: rank 0 passes 3 elements for its own block but recv_counts[0] is 4",
+               [&] { comm.allgatherv(buffer.data(), 3, buffer.data(), one, {}, DataType::int32); });
+  const std::vector<size_t> huge = {SIZE_MAX / 2}, far = {SIZE_MAX / 4};
+  expect_error(Status::invalid_argument, "alltoallv: block 0 (recv_displs",
+               [&] { comm.alltoallv(buffer.data(), huge, far, buffer.data() + 1, huge, far, DataType::int32); });
+  expect_error(Status::invalid_argument, "scan: null receive buffer with 2 elements",
+               [&] { comm.scan(buffer.data(), nullptr, 2, DataType::int32, ReduceOp::sum); });
+  expect_error(Status::invalid_argument, "exscan: invalid reduction op value 9",
+               [&] { comm.exscan(buffer.data(), buffer.data(), 2, DataType::int32, static_cast<ReduceOp>(9)); });
+  comm.barrier();  // argument errors are not sticky
+  comm.finalize();
+}
+
+TEST_F(SingleRank, BlockCollectiveAlgorithmVariablesAreRead) {
+  setenv("CHORUS_ALGO_GATHER", "binomial", 1);
+  setenv("CHORUS_ALGO_EXSCAN", "linear", 1);
+  {
+    auto comm = Communicator::init();
+    EXPECT_EQ(comm.selected_algorithm(Collective::gather, 8), "binomial");
+    EXPECT_EQ(comm.selected_algorithm(Collective::exscan, 8), "linear");
+    comm.finalize();
+  }
+  setenv("CHORUS_ALGO_ALLTOALLV", "ring", 1);
+  expect_error(Status::config, "CHORUS_ALGO_ALLTOALLV=\"ring\": expected one of pairwise, auto",
+               [] { Communicator::init(); });
+  for (const char* name : {"CHORUS_ALGO_GATHER", "CHORUS_ALGO_EXSCAN", "CHORUS_ALGO_ALLTOALLV"}) unsetenv(name);
+}

@@ -4,6 +4,7 @@
 // out-of-place, every root; every element checked. Inputs are small integers
 // so float sums are exact in any order.
 #include "collectives/collectives.hpp"
+#include "tests/collectives/test_values.hpp"
 #include "tests/harness.hpp"
 
 #include <gtest/gtest.h>
@@ -13,45 +14,11 @@
 
 using namespace chorus;
 using chorus::testing::run_ranks;
+using chorus::testing::input;
+using chorus::testing::reduced;
+using chorus::testing::Typed;
 
 namespace {
-
-double input(int rank, size_t index, ReduceOp op) {
-  if (op == ReduceOp::prod) return (static_cast<size_t>(rank) + index) % 5 == 0 ? 2.0 : 1.0;
-  return static_cast<double>((static_cast<size_t>(rank) + index) % 8 + 1);
-}
-
-double reduced(int ranks, size_t index, ReduceOp op) {
-  double value = input(0, index, op);
-  for (int r = 1; r < ranks; ++r) {
-    double v = input(r, index, op);
-    value = op == ReduceOp::sum ? value + v : op == ReduceOp::prod ? value * v : op == ReduceOp::min ? std::min(value, v) : std::max(value, v);
-  }
-  return value;
-}
-
-// Typed element access for the dtypes these tests use.
-struct Typed {
-  DataType dtype;
-  void set(void* buffer, size_t i, double v) const {
-    switch (dtype) {
-      case DataType::float32: static_cast<float*>(buffer)[i] = static_cast<float>(v); break;
-      case DataType::float64: static_cast<double*>(buffer)[i] = v; break;
-      case DataType::int32: static_cast<int32_t*>(buffer)[i] = static_cast<int32_t>(v); break;
-      case DataType::uint8: static_cast<uint8_t*>(buffer)[i] = static_cast<uint8_t>(v); break;
-      default: FAIL() << "dtype not used here";
-    }
-  }
-  double get(const void* buffer, size_t i) const {
-    switch (dtype) {
-      case DataType::float32: return static_cast<const float*>(buffer)[i];
-      case DataType::float64: return static_cast<const double*>(buffer)[i];
-      case DataType::int32: return static_cast<const int32_t*>(buffer)[i];
-      case DataType::uint8: return static_cast<const uint8_t*>(buffer)[i];
-      default: return NAN;
-    }
-  }
-};
 
 struct Case {
   Collective op;
@@ -126,7 +93,7 @@ void run_case(const Case& c) {
           case Collective::alltoall:
             expected = input(static_cast<int>(i / c.count), static_cast<size_t>(rank) * c.count + i % c.count, c.redop);
             break;
-          case Collective::barrier: break;
+          default: break;  // barrier; gather..exscan: test_block_algorithms.cc
         }
         if (std::isnan(expected)) continue;
         double got = t.get(result, i);
@@ -172,9 +139,7 @@ class Algorithms : public ::testing::TestWithParam<Case> {};
 TEST_P(Algorithms, EveryElementCorrect) { run_case(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(AllCollectives, Algorithms, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string name = name_of(info.param);
-                           for (char& ch : name) if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return name + "_" + std::to_string(info.index);
+                           return chorus::testing::test_name(name_of(info.param), info.index);
                          });
 
 // Every dtype family and op through each reducing collective, 5 ranks.

@@ -35,8 +35,19 @@ std::vector<DataType> all_dtypes() {
 std::vector<Sweep> sweeps(bool quick, const CollectiveBench& spec, int ranks) {
   // Per-rank-block collectives take the whole buffer: scale so each rank's
   // block crosses the eager limit too.
-  size_t scale = (spec.op == Collective::allgather || spec.op == Collective::reduce_scatter ||
-                  spec.op == Collective::alltoall) ? static_cast<size_t>(ranks) : 1;
+  const bool per_rank_blocks = spec.op == Collective::allgather || spec.op == Collective::reduce_scatter ||
+                               spec.op == Collective::alltoall || spec.op == Collective::gather ||
+                               spec.op == Collective::gatherv || spec.op == Collective::scatter ||
+                               spec.op == Collective::scatterv || spec.op == Collective::allgatherv ||
+                               spec.op == Collective::alltoallv;
+  size_t scale = per_rank_blocks ? static_cast<size_t>(ranks) : 1;
+  if (spec.op >= Collective::gather) {
+    // gather .. exscan: fewer sizes (CI time): empty, small, past the eager
+    // limit for every dtype; one multi-chunk size.
+    std::vector<size_t> few = {0, 24 * scale, (kEagerLimit + 8) * scale};
+    if (quick) return {{{DataType::float32, DataType::int8}, few}};
+    return {{all_dtypes(), few}, {{DataType::float32}, {(1u << 20) * scale + 12}}};
+  }
   std::vector<size_t> small = {0, 8 * scale, 24 * scale, (kEagerLimit - 8) * scale, kEagerLimit * scale,
                                (kEagerLimit + 8) * scale};
   if (quick) return {{{DataType::float32, DataType::int8}, small}};

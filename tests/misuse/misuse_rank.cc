@@ -80,6 +80,13 @@ const std::map<std::string, std::function<void(Communicator&, bool odd)>>& cases
          std::vector<int32_t> data(kCount, 7);
          c.broadcast(data.data(), kCount, DataType::int32, 0);
        }},
+      {"gatherv_count", [](Communicator& c, bool odd) {
+         // Per-rank counts are no part of the call check: the root's receive
+         // catches a block larger than its recv_counts entry.
+         std::vector<int32_t> send(kCount + 1, 7), recv(static_cast<size_t>(c.size()) * kCount, 0);
+         const std::vector<size_t> counts(static_cast<size_t>(c.size()), kCount);
+         c.gatherv(send.data(), odd ? kCount + 1 : kCount, recv.data(), counts, {}, DataType::int32, 0);
+       }},
       {"algorithm", [](Communicator& c, bool odd) {
          c.set_algorithm(chorus::Collective::allreduce, odd ? "recursive_doubling" : "ring");
          allreduce_ints(c, kCount);
@@ -99,6 +106,7 @@ void usage(FILE* out) {
                "  root        broadcast from root 1 where the others use root 0\n"
                "  collective  broadcast where the others call allreduce\n"
                "  algorithm   allreduce forced to recursive_doubling where the others use ring\n"
+               "  gatherv_count  gatherv sending one element more than the root's recv_counts entry\n"
                "  threads     (rank 0) a second thread calls barrier while the first is in allreduce\n"
                "Each rank prints \"rank R: error: TEXT\" (exit 3) or \"rank R: completed\" (exit 0).\n",
                kOddRank);

@@ -348,6 +348,45 @@ static void alltoall(void) {
   expect(ok, "alltoall in place");
 }
 
+/* Rank i sends (i + j) % 3 elements to rank j (none now and then), at
+ * displacements with one element of gap; the receive side's blocks land in
+ * reverse rank order. */
+static void alltoallv(void) {
+  int send[4 * 8], recv[4 * 8], scounts[8], sdispls[8], rcounts[8], rdispls[8];
+  int offset = 0;
+  for (int j = 0; j < size; ++j) {
+    scounts[j] = (rank + j) % 3;
+    sdispls[j] = offset;
+    for (int k = 0; k < scounts[j]; ++k) send[offset + k] = 1000 * rank + 10 * j + k;
+    offset += scounts[j] + 1;
+  }
+  offset = 0;
+  for (int i = size - 1; i >= 0; --i) {
+    rcounts[i] = (i + rank) % 3;
+    rdispls[i] = offset;
+    offset += rcounts[i] + 1;
+  }
+  for (int i = 0; i < 4 * 8; ++i) recv[i] = -1;
+  MPI_Alltoallv(send, scounts, sdispls, MPI_INT, recv, rcounts, rdispls, MPI_INT, MPI_COMM_WORLD);
+  int ok = 1;
+  for (int i = 0; i < size; ++i) {
+    for (int k = 0; k < rcounts[i]; ++k) ok &= recv[rdispls[i] + k] == 1000 * i + 10 * rank + k;
+    ok &= recv[rdispls[i] + rcounts[i]] == -1; /* the gap is untouched */
+  }
+  expect(ok, "alltoallv");
+  say_ints("alltoallv", recv, offset);
+  /* In place: the symmetric counts (i + j) % 3 describe both directions. */
+  for (int i = 0; i < size; ++i) {
+    for (int k = 0; k < rcounts[i]; ++k) recv[rdispls[i] + k] = 1000 * rank + 10 * i + k;
+  }
+  MPI_Alltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, recv, rcounts, rdispls, MPI_INT, MPI_COMM_WORLD);
+  ok = 1;
+  for (int i = 0; i < size; ++i) {
+    for (int k = 0; k < rcounts[i]; ++k) ok &= recv[rdispls[i] + k] == 1000 * i + 10 * rank + k;
+  }
+  expect(ok, "alltoallv in place");
+}
+
 static void reduce_scatter(void) {
   /* Block: 2 elements per rank. */
   int send[2 * 8], recv[2 * 8];
@@ -425,6 +464,7 @@ int main(int argc, char** argv) {
   scatter();
   scatterv();
   alltoall();
+  alltoallv();
   reduce_scatter();
   scans();
   int failures = report_finish(MPI_COMM_WORLD);

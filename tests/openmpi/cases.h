@@ -34,6 +34,14 @@ enum cmp_coll {
   CMP_ALLGATHER,
   CMP_REDUCE_SCATTER, /* the block variant: MPI_Reduce_scatter_block */
   CMP_ALLTOALL,
+  CMP_GATHER,
+  CMP_GATHERV,
+  CMP_SCATTER,
+  CMP_SCATTERV,
+  CMP_ALLGATHERV,
+  CMP_ALLTOALLV,
+  CMP_SCAN,
+  CMP_EXSCAN,
   CMP_NUM_COLLS
 };
 
@@ -59,22 +67,33 @@ struct cmp_case {
   int dtype;
   int op;       /* CMP_SUM for collectives that do not reduce */
   int in_place; /* broadcast is always in place (one buffer) */
-  int root;     /* -1 unless broadcast or reduce */
-  size_t count; /* the count argument: elements per rank block for allgather, reduce_scatter, alltoall */
+  int root;     /* -1 unless rooted (broadcast, reduce, gather(v), scatter(v)) */
+  size_t count; /* the count argument: elements per rank block for allgather, reduce_scatter, alltoall,
+                   gather, scatter; the base of the per-rank counts of the v-variants (cmp_v_layout) */
   uint64_t salt;
 };
 
-static const char* const cmp_coll_names[CMP_NUM_COLLS] = {"barrier",   "broadcast",      "reduce",  "allreduce",
-                                                          "allgather", "reduce_scatter", "alltoall"};
+static const char* const cmp_coll_names[CMP_NUM_COLLS] = {
+    "barrier", "broadcast", "reduce",   "allreduce",  "allgather", "reduce_scatter", "alltoall", "gather",
+    "gatherv", "scatter",   "scatterv", "allgatherv", "alltoallv", "scan",           "exscan"};
 static const char* const cmp_dtype_names[CMP_NUM_DTYPES] = {"int8",  "uint8",  "int16", "uint16",  "int32",
                                                             "uint32", "int64", "uint64", "float32", "float64"};
 static const size_t cmp_dtype_sizes[CMP_NUM_DTYPES] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8};
 static const char* const cmp_op_names[CMP_NUM_OPS] = {"sum", "prod", "min", "max"};
 
 static inline int cmp_reduces(int coll) {
-  return coll == CMP_REDUCE || coll == CMP_ALLREDUCE || coll == CMP_REDUCE_SCATTER;
+  return coll == CMP_REDUCE || coll == CMP_ALLREDUCE || coll == CMP_REDUCE_SCATTER || coll == CMP_SCAN ||
+         coll == CMP_EXSCAN;
 }
-static inline int cmp_rooted(int coll) { return coll == CMP_BROADCAST || coll == CMP_REDUCE; }
+static inline int cmp_rooted(int coll) {
+  return coll == CMP_BROADCAST || coll == CMP_REDUCE || coll == CMP_GATHER || coll == CMP_GATHERV ||
+         coll == CMP_SCATTER || coll == CMP_SCATTERV;
+}
+/* Gather(v)/scatter(v) run out of place only (MPI_IN_PLACE there is the
+ * root's alone, which this one-buffer-per-rank harness does not model). */
+static inline int cmp_in_place_allowed(int coll) {
+  return coll != CMP_GATHER && coll != CMP_GATHERV && coll != CMP_SCATTER && coll != CMP_SCATTERV;
+}
 static inline int cmp_is_float(int dtype) { return dtype == CMP_FLOAT32 || dtype == CMP_FLOAT64; }
 static inline int cmp_is_signed(int dtype) {
   return dtype == CMP_INT8 || dtype == CMP_INT16 || dtype == CMP_INT32 || dtype == CMP_INT64 || cmp_is_float(dtype);
@@ -89,6 +108,11 @@ static const size_t cmp_small_counts[] = {0, 1, 2, 3, 7, 64, 1023, 4097};
 static const size_t cmp_large_counts[] = {20001, 98307};
 static const int cmp_large_dtypes[] = {CMP_UINT8, CMP_INT32, CMP_FLOAT32, CMP_FLOAT64};
 static const int cmp_large_ops[] = {CMP_SUM, CMP_MAX};
+/* gather .. exscan: fewer counts (CI time), every dtype; one large count.
+ * Scan and exscan, which also take every op, skip the empty call. */
+static const size_t cmp_block_counts[] = {0, 7, 4097};
+static const size_t cmp_block_large_counts[] = {20001};
+static const int cmp_block_large_dtypes[] = {CMP_INT32, CMP_FLOAT64};
 
 #define CMP_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -121,7 +145,7 @@ static inline size_t cmp_add_cases(struct cmp_case* out, size_t n, size_t cap, i
   for (size_t d = 0; d < ndtypes; ++d) {
     for (size_t o = 0; o < use_nops; ++o) {
       for (size_t k = 0; k < ncounts; ++k) {
-        for (int in_place = 0; in_place <= 1; ++in_place) {
+        for (int in_place = 0; in_place <= cmp_in_place_allowed(coll); ++in_place) {
           if (coll == CMP_BROADCAST && in_place == 0) continue; /* one buffer */
           for (int r = 0; r < nroots; ++r) {
             n = cmp_add_case(out, n, cap, coll, dtypes[d], use_ops[o], in_place, cmp_rooted(coll) ? roots[r] : -1,
@@ -141,13 +165,21 @@ static inline size_t cmp_build_cases(int ranks, struct cmp_case* out, size_t cap
                                    CMP_UINT32, CMP_INT64, CMP_UINT64, CMP_FLOAT32, CMP_FLOAT64};
   static const int all_ops[] = {CMP_SUM, CMP_PROD, CMP_MIN, CMP_MAX};
   size_t n = cmp_add_case(out, 0, cap, CMP_BARRIER, CMP_INT8, CMP_SUM, 0, -1, 0);
-  for (int coll = CMP_BROADCAST; coll < CMP_NUM_COLLS; ++coll) {
+  for (int coll = CMP_BROADCAST; coll < CMP_GATHER; ++coll) {
     n = cmp_add_cases(out, n, cap, ranks, coll, all_dtypes, CMP_ARRAY_LEN(all_dtypes), all_ops,
                       CMP_ARRAY_LEN(all_ops), cmp_small_counts, CMP_ARRAY_LEN(cmp_small_counts), 1);
   }
-  for (int coll = CMP_BROADCAST; coll < CMP_NUM_COLLS; ++coll) {
+  for (int coll = CMP_BROADCAST; coll < CMP_GATHER; ++coll) {
     n = cmp_add_cases(out, n, cap, ranks, coll, cmp_large_dtypes, CMP_ARRAY_LEN(cmp_large_dtypes), cmp_large_ops,
                       CMP_ARRAY_LEN(cmp_large_ops), cmp_large_counts, CMP_ARRAY_LEN(cmp_large_counts), 0);
+  }
+  for (int coll = CMP_GATHER; coll < CMP_NUM_COLLS; ++coll) {
+    const size_t skip = cmp_reduces(coll) ? 1 : 0;
+    n = cmp_add_cases(out, n, cap, ranks, coll, all_dtypes, CMP_ARRAY_LEN(all_dtypes), all_ops,
+                      CMP_ARRAY_LEN(all_ops), cmp_block_counts + skip, CMP_ARRAY_LEN(cmp_block_counts) - skip, 1);
+    n = cmp_add_cases(out, n, cap, ranks, coll, cmp_block_large_dtypes, CMP_ARRAY_LEN(cmp_block_large_dtypes),
+                      cmp_large_ops, CMP_ARRAY_LEN(cmp_large_ops), cmp_block_large_counts,
+                      CMP_ARRAY_LEN(cmp_block_large_counts), 0);
   }
   n = cmp_add_case(out, n, cap, CMP_BARRIER, CMP_INT8, CMP_SUM, 0, -1, 0);
   return n;
@@ -164,21 +196,53 @@ static inline void cmp_case_key(const struct cmp_case* c, char* text, size_t siz
 
 /* --- buffers ---------------------------------------------------------------- */
 
+/* The v-variants' per-rank counts: rank r's block of gatherv, scatterv and
+ * allgatherv (none on every third rank), and the elements between ranks i
+ * and j of alltoallv (symmetric, so in place works). */
+static inline size_t cmp_varied_count(size_t count, int rank) { return rank % 3 == 1 ? 0 : count + (size_t)rank; }
+static inline size_t cmp_pair_count(size_t count, int i, int j) {
+  return (i + j) % 4 == 3 ? 0 : count + (size_t)((i * j) % 3);
+}
+/* The layout of a v-variant on `rank` (ranks entries each): the counts of
+ * the side that has several blocks (gatherv/allgatherv: receive, scatterv:
+ * send, alltoallv: both, which coincide) with a one-element gap after each
+ * block (gaps must stay untouched). Returns the extent in elements. */
+static inline size_t cmp_v_layout(const struct cmp_case* c, int rank, int ranks, int* counts, int* displs) {
+  size_t extent = 0;
+  for (int r = 0; r < ranks; ++r) {
+    size_t n = c->coll == CMP_ALLTOALLV ? cmp_pair_count(c->count, rank, r) : cmp_varied_count(c->count, r);
+    if (counts != NULL) counts[r] = (int)n;
+    if (displs != NULL) displs[r] = (int)extent;
+    extent += n + 1;
+  }
+  return extent;
+}
+
 /* Elements of the send and receive buffers (out of place), or of the one
  * buffer (in place: max of the two). */
-static inline size_t cmp_send_elems(const struct cmp_case* c, int ranks) {
+static inline size_t cmp_send_elems(const struct cmp_case* c, int rank, int ranks) {
   switch (c->coll) {
     case CMP_BARRIER: return 0;
     case CMP_REDUCE_SCATTER:
-    case CMP_ALLTOALL: return c->count * (size_t)ranks;
+    case CMP_ALLTOALL:
+    case CMP_SCATTER: return c->count * (size_t)ranks;
+    case CMP_GATHERV:
+    case CMP_ALLGATHERV: return cmp_varied_count(c->count, rank);
+    case CMP_SCATTERV:
+    case CMP_ALLTOALLV: return cmp_v_layout(c, rank, ranks, NULL, NULL);
     default: return c->count;
   }
 }
-static inline size_t cmp_recv_elems(const struct cmp_case* c, int ranks) {
+static inline size_t cmp_recv_elems(const struct cmp_case* c, int rank, int ranks) {
   switch (c->coll) {
     case CMP_BARRIER: return 0;
     case CMP_ALLGATHER:
-    case CMP_ALLTOALL: return c->count * (size_t)ranks;
+    case CMP_ALLTOALL:
+    case CMP_GATHER: return c->count * (size_t)ranks;
+    case CMP_SCATTERV: return cmp_varied_count(c->count, rank);
+    case CMP_GATHERV:
+    case CMP_ALLGATHERV:
+    case CMP_ALLTOALLV: return cmp_v_layout(c, rank, ranks, NULL, NULL);
     default: return c->count;
   }
 }
@@ -252,12 +316,12 @@ static inline void cmp_format(const void* buffer, size_t index, int dtype, char*
 #define CMP_SENTINEL_BYTE 0xa5 /* every receive byte starts as this */
 
 /* Allocates and fills the buffers of case `c` on `rank`. In place:
- * allgather's input is the rank's own block of the receive buffer; the
+ * allgather(v)'s input is the rank's own block of the receive buffer; the
  * others' input fills the whole buffer. Broadcast: only the root has input. */
 static inline int cmp_setup(const struct cmp_case* c, int rank, int ranks, struct cmp_buffers* b) {
   const size_t elem = cmp_dtype_sizes[c->dtype];
-  b->send_elems = cmp_send_elems(c, ranks);
-  b->recv_elems = cmp_recv_elems(c, ranks);
+  b->send_elems = cmp_send_elems(c, rank, ranks);
+  b->recv_elems = cmp_recv_elems(c, rank, ranks);
   const int one_buffer = c->in_place || c->coll == CMP_BROADCAST;
   size_t recv_bytes = (one_buffer && b->send_elems > b->recv_elems ? b->send_elems : b->recv_elems) * elem;
   b->recv = (unsigned char*)malloc(recv_bytes + 8);
@@ -271,9 +335,14 @@ static inline int cmp_setup(const struct cmp_case* c, int rank, int ranks, struc
     }
     return 0;
   }
-  if (one_buffer && c->coll == CMP_ALLGATHER) {
-    unsigned char* own = b->recv + (size_t)rank * c->count * elem;
-    for (size_t i = 0; i < c->count; ++i) cmp_store(own, i, c->dtype, cmp_input(c, rank, i), c->op);
+  if (one_buffer && (c->coll == CMP_ALLGATHER || c->coll == CMP_ALLGATHERV)) {
+    size_t own_offset = (size_t)rank * c->count;
+    if (c->coll == CMP_ALLGATHERV) {
+      own_offset = 0;
+      for (int r = 0; r < rank; ++r) own_offset += cmp_varied_count(c->count, r) + 1;
+    }
+    unsigned char* own = b->recv + own_offset * elem;
+    for (size_t i = 0; i < b->send_elems; ++i) cmp_store(own, i, c->dtype, cmp_input(c, rank, i), c->op);
     return 0;
   }
   unsigned char* input = one_buffer ? b->recv : b->send;
@@ -292,7 +361,8 @@ static inline void cmp_release(struct cmp_buffers* b) {
  * reduce_scatter: MPI leaves the result in block 0, chorus in block `rank`;
  * the caller says which (result_block). */
 static inline size_t cmp_result_elems(const struct cmp_case* c, int rank, const struct cmp_buffers* b) {
-  if (c->coll == CMP_REDUCE && rank != c->root) return 0;
+  if ((c->coll == CMP_REDUCE || c->coll == CMP_GATHER || c->coll == CMP_GATHERV) && rank != c->root) return 0;
+  if (c->coll == CMP_EXSCAN && rank == 0) return 0; /* undefined in MPI */
   return b->recv_elems;
 }
 

@@ -60,6 +60,14 @@ chorus::Collective to_collective(int coll) {
     case CMP_ALLREDUCE: return chorus::Collective::allreduce;
     case CMP_ALLGATHER: return chorus::Collective::allgather;
     case CMP_REDUCE_SCATTER: return chorus::Collective::reduce_scatter;
+    case CMP_GATHER: return chorus::Collective::gather;
+    case CMP_GATHERV: return chorus::Collective::gatherv;
+    case CMP_SCATTER: return chorus::Collective::scatter;
+    case CMP_SCATTERV: return chorus::Collective::scatterv;
+    case CMP_ALLGATHERV: return chorus::Collective::allgatherv;
+    case CMP_ALLTOALLV: return chorus::Collective::alltoallv;
+    case CMP_SCAN: return chorus::Collective::scan;
+    case CMP_EXSCAN: return chorus::Collective::exscan;
     default: return chorus::Collective::alltoall;
   }
 }
@@ -88,6 +96,26 @@ void run_case(chorus::Communicator& comm, const cmp_case& c, cmp_buffers& b) {
       comm.reduce_scatter(send, b.recv + result_offset(c, rank) * elem, c.count, t, op);
       return;
     case CMP_ALLTOALL: comm.alltoall(send, b.recv, c.count, t); return;
+    case CMP_GATHER: comm.gather(send, b.recv, c.count, t, c.root); return;
+    case CMP_SCATTER: comm.scatter(send, b.recv, c.count, t, c.root); return;
+    case CMP_SCAN: comm.scan(send, b.recv, c.count, t, op); return;
+    case CMP_EXSCAN: comm.exscan(send, b.recv, c.count, t, op); return;
+  }
+  // The v-variants: one layout per rank (cmp_v_layout), in size_t.
+  const auto ranks = static_cast<size_t>(comm.size());
+  std::vector<int> counts_in(ranks), displs_in(ranks);
+  cmp_v_layout(&c, rank, comm.size(), counts_in.data(), displs_in.data());
+  const std::vector<size_t> counts(counts_in.begin(), counts_in.end()), displs(displs_in.begin(), displs_in.end());
+  const size_t mine = cmp_varied_count(c.count, rank);
+  switch (c.coll) {
+    case CMP_GATHERV: comm.gatherv(send, mine, b.recv, counts, displs, t, c.root); return;
+    case CMP_SCATTERV: comm.scatterv(send, counts, displs, b.recv, mine, t, c.root); return;
+    case CMP_ALLGATHERV:
+      // In place: the rank's own block inside the receive buffer.
+      if (c.in_place) send = b.recv + displs[static_cast<size_t>(rank)] * elem;
+      comm.allgatherv(send, mine, b.recv, counts, displs, t);
+      return;
+    case CMP_ALLTOALLV: comm.alltoallv(send, counts, displs, b.recv, counts, displs, t); return;
   }
 }
 

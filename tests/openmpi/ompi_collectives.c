@@ -6,7 +6,8 @@
  *
  * MPI mapping: broadcast = MPI_Bcast, reduce = MPI_Reduce, allreduce =
  * MPI_Allreduce, allgather = MPI_Allgather, reduce_scatter =
- * MPI_Reduce_scatter_block, alltoall = MPI_Alltoall, barrier = MPI_Barrier.
+ * MPI_Reduce_scatter_block, alltoall = MPI_Alltoall, barrier = MPI_Barrier,
+ * gather(v)/scatter(v)/allgatherv/alltoallv/scan/exscan = MPI_<Name>.
  * In place: MPI_IN_PLACE as the send buffer (reduce: at the root only; the
  * non-roots send their one buffer).
  */
@@ -55,8 +56,29 @@ static int run_case(const struct cmp_case* c, struct cmp_buffers* b, int rank) {
     case CMP_ALLGATHER: return MPI_Allgather(send, count, t, b->recv, count, t, w);
     case CMP_REDUCE_SCATTER: return MPI_Reduce_scatter_block(send, b->recv, count, t, op, w);
     case CMP_ALLTOALL: return MPI_Alltoall(send, count, t, b->recv, count, t, w);
+    case CMP_GATHER: return MPI_Gather(send, count, t, b->recv, count, t, c->root, w);
+    case CMP_SCATTER: return MPI_Scatter(send, count, t, b->recv, count, t, c->root, w);
+    case CMP_SCAN: return MPI_Scan(send, b->recv, count, t, op, w);
+    case CMP_EXSCAN: return MPI_Exscan(send, b->recv, count, t, op, w);
+    default: break;
   }
-  return MPI_ERR_OTHER;
+  /* The v-variants: one layout per rank (cmp_v_layout). */
+  int ranks = 0;
+  MPI_Comm_size(w, &ranks);
+  int* counts = (int*)malloc(2 * (size_t)ranks * sizeof(int));
+  if (counts == NULL) return MPI_ERR_NO_MEM;
+  int* displs = counts + ranks;
+  cmp_v_layout(c, rank, ranks, counts, displs);
+  const int mine = (int)cmp_varied_count(c->count, rank);
+  int err = MPI_ERR_OTHER;
+  switch (c->coll) {
+    case CMP_GATHERV: err = MPI_Gatherv(send, mine, t, b->recv, counts, displs, t, c->root, w); break;
+    case CMP_SCATTERV: err = MPI_Scatterv(send, counts, displs, t, b->recv, mine, t, c->root, w); break;
+    case CMP_ALLGATHERV: err = MPI_Allgatherv(send, mine, t, b->recv, counts, displs, t, w); break;
+    case CMP_ALLTOALLV: err = MPI_Alltoallv(send, counts, displs, t, b->recv, counts, displs, t, w); break;
+  }
+  free(counts);
+  return err;
 }
 
 int main(int argc, char** argv) {

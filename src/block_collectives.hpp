@@ -1,0 +1,45 @@
+// What the communicator needs to know about gather, gatherv, scatter,
+// scatterv, allgatherv, alltoallv, scan and exscan beyond the rules every
+// collective shares (communicator.cc): their per-rank arrays, which of their
+// arguments every rank passes alike, and their argument checks.
+#pragma once
+
+#include "collectives/collectives.hpp"
+
+#include <optional>
+#include <vector>
+
+namespace chorus {
+
+// gather .. exscan (the collectives after alltoall in the enum).
+inline bool is_block_collective(Collective op) { return op >= Collective::gather && op <= Collective::exscan; }
+
+// The element count every rank passes alike: `count`, or for allgatherv the
+// sum of recv_counts; nullopt where counts are per rank (gatherv, scatterv,
+// alltoallv: only the pairs of ranks agree). Goes into the call check.
+std::optional<uint64_t> agreed_count(Collective op, const coll::Args& args);
+
+// Elements the selection table sees (every rank computes the same value).
+size_t block_collective_elements(Collective op, const coll::Args& args, int size);
+
+// Checks of a block collective beyond datatype, op, root and count (done by
+// the communicator first): array lengths, overflow, this rank's own block,
+// null buffers. Throws invalid_argument naming the argument.
+void validate_block_collective(Collective op, const coll::Args& args, int rank, int size);
+
+// A v-variant's arguments with omitted displacements (empty spans) filled
+// in as packed blocks (displs[r] = counts[0] + ... + counts[r-1]); owns
+// the arrays it fills, so it must outlive the call.
+class BlockArgs {
+ public:
+  explicit BlockArgs(const coll::Args& args);
+  BlockArgs(const BlockArgs&) = delete;
+  BlockArgs& operator=(const BlockArgs&) = delete;
+  const coll::Args& args() const { return args_; }
+
+ private:
+  coll::Args args_;
+  std::vector<size_t> send_displs_, recv_displs_;
+};
+
+}  // namespace chorus
