@@ -98,14 +98,17 @@ void reap_detached() {
 
 // MPI_Waitany's work: the index completed, or MPI_UNDEFINED if none is active.
 int wait_any(int count, MPI_Request* requests, MPI_Status* status) {
+  // One whose operation has already finished (or never had one) first.
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] != MPI_REQUEST_NULL && !requests[i]->operation.active()) {
+      complete(requests[i], status);
+      return i;
+    }
+  }
   std::vector<int> positions;
   std::vector<chorus::Request> active;
   for (int i = 0; i < count; ++i) {
     if (requests[i] == MPI_REQUEST_NULL) continue;
-    if (!requests[i]->operation.active()) {
-      complete(requests[i], status);
-      return i;
-    }
     positions.push_back(i);
     active.push_back(std::move(requests[i]->operation));
   }

@@ -119,7 +119,7 @@ static void waitsome_loop(void) {
   }
   int ok = null_value == 5;
   for (int r = 0; r < size; ++r) ok &= got[r] == value(r, 3);
-  expect(ok && done == count, "waitsome: %d of %d done", done, count);
+  expect(ok && done == count, "waitsome: %d of %d done (null %d got %d %d %d)", done, count, null_value, got[0], got[1], got[2]);
   say("waitsome: %d requests completed, then MPI_UNDEFINED", done);
 }
 
