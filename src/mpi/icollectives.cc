@@ -160,69 +160,42 @@ int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype data
 int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
   return start("MPI_Iallgather", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
-    const size_t rcount = use_count(recvcount, "recvcount");
-    const Datatype& rtype = use_type(recvtype, "recvtype");
-    const size_t block = packed_bytes(rcount, rtype);
-    const size_t total_count = rcount * static_cast<size_t>(c.size);
-    check_buffer(recvbuf, total_count, "recvbuf");
-    const bool in_place = sendbuf == MPI_IN_PLACE;
-    PackedView own{nullptr, 0, {}};
-    if (!in_place) {
-      const size_t scount = use_count(sendcount, "sendcount");
-      const Datatype& stype = use_type(sendtype, "sendtype");
-      check_buffer(sendbuf, scount, "sendbuf");
-      own = packed_view(sendbuf, scount, stype);
-      if (own.bytes != block) fail(MPI_ERR_TRUNCATE, "sends ", own.bytes, " bytes per rank but receives ", block);
-    }
-    if (block == 0) return;
-    const size_t rank_offset = static_cast<size_t>(c.rank) * block;
-    if (rtype.contiguous()) {
+    BlockExchange a = block_exchange(c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, 1);
+    if (a.block == 0) return;
+    const size_t rank_offset = static_cast<size_t>(c.rank) * a.block;
+    if (a.rtype.contiguous()) {
       auto* out = static_cast<std::byte*>(recvbuf);
-      r.send_staging = std::move(own.storage);  // keeps own.data valid
-      r.operation = c.chorus.iallgather(in_place ? out + rank_offset : own.data, out, block, kBytes);
+      r.send_staging = std::move(a.send.storage);  // keeps a.send.data valid
+      r.operation = c.chorus.iallgather(a.in_place ? out + rank_offset : a.send.data, out, a.block, kBytes);
       return;
     }
-    r.recv_staging.resize(block * static_cast<size_t>(c.size));
+    r.recv_staging.resize(a.block * static_cast<size_t>(c.size));
     std::byte* mine = r.recv_staging.data() + rank_offset;
-    if (in_place) {
-      pack(element(recvbuf, static_cast<size_t>(c.rank) * rcount, rtype), rcount, rtype, mine);
+    if (a.in_place) {
+      pack(element(recvbuf, static_cast<size_t>(c.rank) * a.rcount, a.rtype), a.rcount, a.rtype, mine);
     } else {
-      std::memcpy(mine, own.data, block);
+      std::memcpy(mine, a.send.data, a.block);
     }
-    unpack_when_complete(r, total_count, rtype, recvbuf);
-    r.operation = c.chorus.iallgather(mine, r.recv_staging.data(), block, kBytes);
+    unpack_when_complete(r, a.total_count, a.rtype, recvbuf);
+    r.operation = c.chorus.iallgather(mine, r.recv_staging.data(), a.block, kBytes);
   });
 }
 
 int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
   return start("MPI_Ialltoall", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
-    const size_t rcount = use_count(recvcount, "recvcount");
-    const Datatype& rtype = use_type(recvtype, "recvtype");
-    const size_t block = packed_bytes(rcount, rtype);
-    const size_t total_count = rcount * static_cast<size_t>(c.size);
-    check_buffer(recvbuf, total_count, "recvbuf");
-    PackedView input{nullptr, 0, {}};
-    if (sendbuf == MPI_IN_PLACE) {
-      input = packed_view(recvbuf, total_count, rtype);
-    } else {
-      const size_t scount = use_count(sendcount, "sendcount");
-      const Datatype& stype = use_type(sendtype, "sendtype");
-      check_buffer(sendbuf, scount * static_cast<size_t>(c.size), "sendbuf");
-      if (packed_bytes(scount, stype) != block) {
-        fail(MPI_ERR_TRUNCATE, "sends ", packed_bytes(scount, stype), " bytes per rank but receives ", block);
-      }
-      input = packed_view(sendbuf, scount * static_cast<size_t>(c.size), stype);
-    }
-    if (block == 0) return;
-    r.send_staging = std::move(input.storage);  // keeps input.data valid
-    if (rtype.contiguous()) {
-      r.operation = c.chorus.ialltoall(input.data, recvbuf, block, kBytes);  // same pointer: in place
+    BlockExchange a =
+        block_exchange(c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, static_cast<size_t>(c.size));
+    if (a.in_place) a.send = packed_view(recvbuf, a.total_count, a.rtype);
+    if (a.block == 0) return;
+    r.send_staging = std::move(a.send.storage);  // keeps a.send.data valid
+    if (a.rtype.contiguous()) {
+      r.operation = c.chorus.ialltoall(a.send.data, recvbuf, a.block, kBytes);  // same pointer: in place
       return;
     }
-    r.recv_staging.resize(block * static_cast<size_t>(c.size));
-    unpack_when_complete(r, total_count, rtype, recvbuf);
-    r.operation = c.chorus.ialltoall(input.data, r.recv_staging.data(), block, kBytes);
+    r.recv_staging.resize(a.block * static_cast<size_t>(c.size));
+    unpack_when_complete(r, a.total_count, a.rtype, recvbuf);
+    r.operation = c.chorus.ialltoall(a.send.data, r.recv_staging.data(), a.block, kBytes);
   });
 }
 

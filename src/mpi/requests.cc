@@ -150,6 +150,14 @@ std::vector<int> test_some(int count, MPI_Request* requests, MPI_Status* statuse
   return done;
 }
 
+// MPI_Waitsome / MPI_Testsome: checks, outcount MPI_UNDEFINED until known.
+void check_some_arguments(int incount, const MPI_Request* requests, int* outcount, const int* indices) {
+  check_array(incount, requests);
+  if (outcount == nullptr || (incount > 0 && indices == nullptr)) fail(MPI_ERR_ARG, "null outcount or array_of_indices");
+  *outcount = MPI_UNDEFINED;
+  reap_detached();
+}
+
 void write_indices(const std::vector<int>& done, int* outcount, int* indices) {
   *outcount = static_cast<int>(done.size());
   std::copy(done.begin(), done.end(), indices);
@@ -323,12 +331,7 @@ int MPI_Testany(int count, MPI_Request array_of_requests[], int* index, int* fla
 int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int* outcount, int array_of_indices[],
                  MPI_Status array_of_statuses[]) {
   return call("MPI_Waitsome", comm_of(incount, array_of_requests), [&] {
-    check_array(incount, array_of_requests);
-    if (outcount == nullptr || (incount > 0 && array_of_indices == nullptr)) {
-      fail(MPI_ERR_ARG, "null outcount or array_of_indices");
-    }
-    *outcount = MPI_UNDEFINED;
-    reap_detached();
+    check_some_arguments(incount, array_of_requests, outcount, array_of_indices);
     const int first = wait_any(incount, array_of_requests, status_at(array_of_statuses, 0));
     if (first == MPI_UNDEFINED) return;
     // Whatever else has completed by now comes along.
@@ -345,12 +348,7 @@ int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int* outcount, in
 int MPI_Testsome(int incount, MPI_Request array_of_requests[], int* outcount, int array_of_indices[],
                  MPI_Status array_of_statuses[]) {
   return call("MPI_Testsome", comm_of(incount, array_of_requests), [&] {
-    check_array(incount, array_of_requests);
-    if (outcount == nullptr || (incount > 0 && array_of_indices == nullptr)) {
-      fail(MPI_ERR_ARG, "null outcount or array_of_indices");
-    }
-    *outcount = MPI_UNDEFINED;
-    reap_detached();
+    check_some_arguments(incount, array_of_requests, outcount, array_of_indices);
     bool any_active = false;
     std::vector<int> done = test_some(incount, array_of_requests, array_of_statuses, &any_active);
     if (any_active) write_indices(done, outcount, array_of_indices);
