@@ -80,6 +80,20 @@ void reduce_scatter_block(const Comm& comm, const void* send, void* recv, size_t
 
 }  // namespace
 
+Reduction reduction(const Comm& comm, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                    std::optional<int> root) {
+  const size_t n = use_count(count, "count");
+  const Datatype& type = use_type(datatype, "datatype");
+  check_op(op, type);
+  if (root) check_root(*root, comm);
+  const bool receives = !root || comm.rank == *root;
+  if (sendbuf == MPI_IN_PLACE && !receives) fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is only allowed at the root");
+  const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  check_buffer(send, n, "sendbuf");
+  if (receives) check_buffer(recvbuf, n, "recvbuf");
+  return Reduction{n, type, send, receives};
+}
+
 BlockExchange block_exchange(const Comm& comm, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                              const void* recvbuf, int recvcount, MPI_Datatype recvtype, size_t send_blocks) {
   const size_t rcount = use_count(recvcount, "recvcount");
@@ -129,12 +143,10 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   return call("MPI_Allreduce", comm, [&] {
     Comm c = use_comm(comm);
-    const size_t n = use_count(count, "count");
-    const Datatype& type = use_type(datatype, "datatype");
-    check_op(op, type);
-    const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    check_buffer(send, n, "sendbuf");
-    check_buffer(recvbuf, n, "recvbuf");
+    const Reduction args = reduction(c, sendbuf, recvbuf, count, datatype, op, std::nullopt);
+    const size_t n = args.count;
+    const Datatype& type = args.type;
+    const void* send = args.send;
     if (packed_bytes(n, type) == 0) return;
     if (auto fast = fast_path(op, type)) {
       if (type.contiguous()) return c.chorus.allreduce(send, recvbuf, n * fast->count, fast->dtype, fast->op);
@@ -153,15 +165,11 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datat
                MPI_Comm comm) {
   return call("MPI_Reduce", comm, [&] {
     Comm c = use_comm(comm);
-    const size_t n = use_count(count, "count");
-    const Datatype& type = use_type(datatype, "datatype");
-    check_op(op, type);
-    check_root(root, c);
-    const bool is_root = c.rank == root;
-    if (sendbuf == MPI_IN_PLACE && !is_root) fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is only allowed at the root");
-    const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    check_buffer(send, n, "sendbuf");
-    if (is_root) check_buffer(recvbuf, n, "recvbuf");
+    const Reduction args = reduction(c, sendbuf, recvbuf, count, datatype, op, root);
+    const size_t n = args.count;
+    const Datatype& type = args.type;
+    const void* send = args.send;
+    const bool is_root = args.receives;
     if (packed_bytes(n, type) == 0) return;
     auto fast = fast_path(op, type);
     if (fast && type.contiguous()) {

@@ -111,12 +111,10 @@ int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Com
 int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                    MPI_Request* request) {
   return start("MPI_Iallreduce", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
-    const size_t n = use_count(count, "count");
-    const Datatype& type = use_type(datatype, "datatype");
-    check_op(op, type);
-    const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    check_buffer(send, n, "sendbuf");
-    check_buffer(recvbuf, n, "recvbuf");
+    const Reduction args = reduction(c, sendbuf, recvbuf, count, datatype, op, std::nullopt);
+    const size_t n = args.count;
+    const Datatype& type = args.type;
+    const void* send = args.send;
     if (packed_bytes(n, type) == 0) return;
     auto fast = fast_path(op, type);
     if (!fast) return start_gathered_reduction(c, r, send, n, type, op, recvbuf, true);
@@ -134,15 +132,11 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype d
 int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
                 MPI_Comm comm, MPI_Request* request) {
   return start("MPI_Ireduce", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
-    const size_t n = use_count(count, "count");
-    const Datatype& type = use_type(datatype, "datatype");
-    check_op(op, type);
-    check_root(root, c);
-    const bool is_root = c.rank == root;
-    if (sendbuf == MPI_IN_PLACE && !is_root) fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is only allowed at the root");
-    const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    check_buffer(send, n, "sendbuf");
-    if (is_root) check_buffer(recvbuf, n, "recvbuf");
+    const Reduction args = reduction(c, sendbuf, recvbuf, count, datatype, op, root);
+    const size_t n = args.count;
+    const Datatype& type = args.type;
+    const void* send = args.send;
+    const bool is_root = args.receives;
     if (packed_bytes(n, type) == 0) return;
     auto fast = fast_path(op, type);
     if (!fast) return start_gathered_reduction(c, r, send, n, type, op, recvbuf, is_root);

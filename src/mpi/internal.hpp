@@ -228,6 +228,18 @@ struct BlockExchange {
 BlockExchange block_exchange(const Comm& comm, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                              const void* recvbuf, int recvcount, MPI_Datatype recvtype, size_t send_blocks);
 
+// The checked arguments of an allreduce (no root) or a reduce to `root`:
+// the send data (recvbuf when MPI_IN_PLACE, which reduce allows at the root
+// only) and whether this rank receives the result.
+struct Reduction {
+  size_t count;
+  const Datatype& type;
+  const void* send;
+  bool receives;
+};
+Reduction reduction(const Comm& comm, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                    std::optional<int> root);
+
 // ---- reductions ------------------------------------------------------------
 
 // Checks that `op` may reduce `type` (MPI-3.1 5.9.2); MPI_ERR_OP otherwise.
