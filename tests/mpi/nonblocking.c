@@ -404,6 +404,26 @@ static void icollectives_general(void) {
       exchanged[size * M - 1]);
 }
 
+/* A truncated receive in MPI_Waitall, under MPI_ERRORS_RETURN: MPI_ERR_IN_STATUS, the status says which. */
+static void waitall_error(void) {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  int two[2] = {rank, rank}, one = -1, error_class = -1, status_class = -1;
+  MPI_Request requests[2];
+  MPI_Status statuses[2];
+  MPI_Irecv(&one, 1, MPI_INT, left(), 70, comm, &requests[0]);
+  MPI_Isend(two, 2, MPI_INT, right(), 70, comm, &requests[1]);
+  MPI_Error_class(MPI_Waitall(2, requests, statuses), &error_class);
+  MPI_Error_class(statuses[0].MPI_ERROR, &status_class);
+  expect(error_class == MPI_ERR_IN_STATUS && status_class == MPI_ERR_TRUNCATE, "waitall with a truncated receive");
+  say("waitall with a truncated receive: %s, status 0 %s",
+      error_class == MPI_ERR_IN_STATUS ? "MPI_ERR_IN_STATUS" : "other", status_class == MPI_ERR_TRUNCATE ? "MPI_ERR_TRUNCATE" : "other");
+  /* The communicator stays usable. */
+  expect(MPI_Barrier(comm) == MPI_SUCCESS, "barrier after a truncation");
+  MPI_Comm_free(&comm);
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -424,6 +444,7 @@ int main(int argc, char** argv) {
   probes();
   icollectives();
   icollectives_general();
+  waitall_error();
   int failures = report_finish(MPI_COMM_WORLD);
   MPI_Finalize();
   return failures == 0 ? 0 : 1;
