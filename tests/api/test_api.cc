@@ -9,6 +9,7 @@
 #include <numeric>
 
 extern "C" int capi_roundtrip(void);
+extern "C" int capi_nonblocking_single_rank(void);
 
 using namespace chorus;
 
@@ -111,6 +112,7 @@ TEST_F(SingleRank, InvalidAlgorithmVariableIsAConfigError) {
 }
 
 TEST_F(SingleRank, CApiRoundTrip) { EXPECT_EQ(capi_roundtrip(), 0); }
+TEST_F(SingleRank, CApiNonBlocking) { EXPECT_EQ(capi_nonblocking_single_rank(), 0); }
 
 TEST_F(SingleRank, SplitAndDupGiveIndependentCommunicators) {
   auto comm = Communicator::init();
