@@ -116,6 +116,11 @@ class CommunicatorImpl {
   // peer may be kAnySource and tag kAnyTag; returns what was received.
   Received recv(void* buf, size_t bytes, int peer, int tag);
 
+  // Probes (communicator_probe.cc): what a receive for (peer, tag) would
+  // get, without taking it; peer may be kAnySource and tag kAnyTag.
+  std::optional<Received> iprobe(int peer, int tag);
+  Received probe(int peer, int tag);
+
   // Non-blocking (communicator_nonblocking.cc): start the operation and
   // return it; Progress completes it.
   std::shared_ptr<RequestState> start(Collective op, const coll::Args& args);
@@ -160,6 +165,7 @@ class CommunicatorImpl {
   std::shared_ptr<RequestState> completed_request(const char* what) const;
   std::unique_ptr<coll::Scratch> take_scratch();
   void check_user_tag(const char* what, int tag, bool wildcard_allowed) const;
+  std::optional<Received> probe_once(const char* what, int peer, int tag);  // under the lock
   const coll::Algorithm& choose(Collective op, size_t bytes) const;
   void set_members(std::vector<int> engine_ranks, int rank);
   // Records the call in progress for the failure probe; `calls` 0 = point-to-point.

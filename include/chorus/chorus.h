@@ -164,6 +164,72 @@ chorus_status_t chorus_comm_transport_name(chorus_comm_t comm, char* name, size_
  * NULL. Needs no communicator. */
 const char* chorus_version(int* major, int* minor, int* patch);
 
+/* ---- Non-blocking operations (docs/nonblocking.md) ----------------------
+ * Each i-call takes the blocking call's arguments, starts the operation and
+ * returns a request in *request; the buffers belong to chorus until the
+ * request is reported complete. Collectives of one communicator, blocking or
+ * not, are started in the same order on every rank; they may complete and be
+ * waited for in any order. A completed (or failed) request is freed and its
+ * handle set to NULL; NULL handles are inactive and wait for nothing, as
+ * MPI_REQUEST_NULL. An operation's error (peer failed, timeout, truncation)
+ * is returned by the wait/test that reports it. */
+typedef struct chorus_request* chorus_request_t;
+
+/* What a completed receive got (chorus_irecv): sender's rank, tag, length in
+ * bytes; {-1, -1, 0} for other operations. */
+typedef struct chorus_received {
+  int source;
+  int tag;
+  size_t bytes;
+} chorus_received_t;
+
+/* Wildcards for chorus_irecv (and the C++ API's recv). */
+#define CHORUS_ANY_SOURCE (-1)
+#define CHORUS_ANY_TAG (-1)
+
+chorus_status_t chorus_iallreduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                  chorus_datatype_t dtype, chorus_op_t op, chorus_request_t* request);
+chorus_status_t chorus_ibroadcast(chorus_comm_t comm, void* buf, size_t count, chorus_datatype_t dtype, int root,
+                                  chorus_request_t* request);
+chorus_status_t chorus_ibarrier(chorus_comm_t comm, chorus_request_t* request);
+chorus_status_t chorus_ireduce(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                               chorus_datatype_t dtype, chorus_op_t op, int root, chorus_request_t* request);
+chorus_status_t chorus_iallgather(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                  chorus_datatype_t dtype, chorus_request_t* request);
+chorus_status_t chorus_ireduce_scatter(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                       chorus_datatype_t dtype, chorus_op_t op, chorus_request_t* request);
+chorus_status_t chorus_ialltoall(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                 chorus_datatype_t dtype, chorus_request_t* request);
+/* Point-to-point: tag in [0, 2^31); chorus_irecv's peer may be
+ * CHORUS_ANY_SOURCE and its tag CHORUS_ANY_TAG. */
+chorus_status_t chorus_isend(chorus_comm_t comm, const void* buf, size_t bytes, int peer, int tag,
+                             chorus_request_t* request);
+chorus_status_t chorus_irecv(chorus_comm_t comm, void* buf, size_t bytes, int peer, int tag,
+                             chorus_request_t* request);
+
+/* Waits until *request completes; `received` (may be NULL) gets what a
+ * receive got. *request becomes NULL, whatever the outcome. */
+chorus_status_t chorus_wait(chorus_request_t* request, chorus_received_t* received);
+/* Progresses once; *flag = 1 (and *request NULL) once complete, else 0. */
+chorus_status_t chorus_test(chorus_request_t* request, int* flag, chorus_received_t* received);
+/* Waits for all `count` requests (received: NULL or `count` entries). On
+ * errors every request is still waited for and the first error returned. */
+chorus_status_t chorus_waitall(size_t count, chorus_request_t requests[], chorus_received_t received[]);
+/* Waits until one active request completes: *index is its position (the
+ * request is then NULL), or `count` when no request is active. */
+chorus_status_t chorus_waitany(size_t count, chorus_request_t requests[], size_t* index, chorus_received_t* received);
+/* Progresses once; *flag = 1 when every request has completed. */
+chorus_status_t chorus_testall(size_t count, chorus_request_t requests[], int* flag, chorus_received_t received[]);
+/* Progresses once; *flag = 1 and *index set when one request completed,
+ * *flag = 1 and *index = count when none is active, else *flag = 0. */
+chorus_status_t chorus_testany(size_t count, chorus_request_t requests[], size_t* index, int* flag,
+                               chorus_received_t* received);
+/* Detaches the operation, as MPI_Request_free: it still completes (its
+ * buffers stay chorus' until then) and an error it meets is reported by the
+ * communicator's next call. *request becomes NULL. */
+chorus_status_t chorus_request_free(chorus_request_t* request);
+/* ---- end of non-blocking operations ---- */
+
 /* Description of the most recent failure on this thread ("" if none). */
 const char* chorus_last_error(void);
 /* Short name of a status code, e.g. "CHORUS_ERR_TIMEOUT". */

@@ -176,6 +176,7 @@ class Request {
  private:
   friend class Communicator;
   friend size_t wait_any(std::span<Request> requests);
+  friend struct ::chorus_request;  // the C API's handle
   explicit Request(std::shared_ptr<RequestState> state);
   std::shared_ptr<RequestState> state_;
   Received received_;
@@ -354,6 +355,13 @@ class Communicator {
   // kAnyTag.
   void send(const void* buf, size_t bytes, int peer, int tag);
   Received recv(void* buf, size_t bytes, int peer, int tag);
+  // What recv(buf, bytes, peer, tag) called now would receive, without
+  // receiving it (as MPI_Iprobe / MPI_Probe): its source, tag and length.
+  // iprobe polls once and returns nullopt if no such message has arrived;
+  // probe waits for one (failing as recv does on a timeout or a lost peer).
+  // A recv from the returned source with the returned tag takes that message.
+  std::optional<Received> iprobe(int peer, int tag);
+  Received probe(int peer, int tag);
 
   // Sub-communicators (as MPI_Comm_split / MPI_Comm_dup). Collective over
   // this communicator. Ranks passing the same color >= 0 form a new

@@ -68,6 +68,39 @@ void reduce_scatter_block(const Comm& comm, const void* send, void* recv, size_t
 
 }  // namespace
 
+Reduction reduction(const Comm& comm, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                    std::optional<int> root) {
+  const size_t n = use_count(count, "count");
+  const Datatype& type = use_type(datatype, "datatype");
+  check_op(op, type);
+  if (root) check_root(*root, comm);
+  const bool receives = !root || comm.rank == *root;
+  if (sendbuf == MPI_IN_PLACE && !receives) fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is only allowed at the root");
+  const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  check_buffer(send, n, "sendbuf");
+  if (receives) check_buffer(recvbuf, n, "recvbuf");
+  return Reduction{n, type, send, receives};
+}
+
+BlockExchange block_exchange(const Comm& comm, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                             const void* recvbuf, int recvcount, MPI_Datatype recvtype, size_t send_blocks) {
+  const size_t rcount = use_count(recvcount, "recvcount");
+  const Datatype& rtype = use_type(recvtype, "recvtype");
+  const size_t block = packed_bytes(rcount, rtype);
+  const size_t total_count = rcount * static_cast<size_t>(comm.size);
+  check_buffer(recvbuf, total_count, "recvbuf");
+  BlockExchange args{rtype, rcount, block, total_count, sendbuf == MPI_IN_PLACE, PackedView{nullptr, 0, {}}};
+  if (args.in_place) return args;
+  const size_t scount = use_count(sendcount, "sendcount");
+  const Datatype& stype = use_type(sendtype, "sendtype");
+  check_buffer(sendbuf, scount * send_blocks, "sendbuf");
+  if (packed_bytes(scount, stype) != block) {
+    fail(MPI_ERR_TRUNCATE, "sends ", packed_bytes(scount, stype), " bytes per rank but receives ", block);
+  }
+  args.send = packed_view(sendbuf, scount * send_blocks, stype);
+  return args;
+}
+
 }  // namespace chorus::mpi
 
 using namespace chorus::mpi;
@@ -98,12 +131,10 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   return call("MPI_Allreduce", comm, [&] {
     Comm c = use_comm(comm);
-    const size_t n = use_count(count, "count");
-    const Datatype& type = use_type(datatype, "datatype");
-    check_op(op, type);
-    const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    check_buffer(send, n, "sendbuf");
-    check_buffer(recvbuf, n, "recvbuf");
+    const Reduction args = reduction(c, sendbuf, recvbuf, count, datatype, op, std::nullopt);
+    const size_t n = args.count;
+    const Datatype& type = args.type;
+    const void* send = args.send;
     if (packed_bytes(n, type) == 0) return;
     if (auto fast = fast_path(op, type)) {
       if (type.contiguous()) return c.chorus.allreduce(send, recvbuf, n * fast->count, fast->dtype, fast->op);
@@ -122,15 +153,11 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datat
                MPI_Comm comm) {
   return call("MPI_Reduce", comm, [&] {
     Comm c = use_comm(comm);
-    const size_t n = use_count(count, "count");
-    const Datatype& type = use_type(datatype, "datatype");
-    check_op(op, type);
-    check_root(root, c);
-    const bool is_root = c.rank == root;
-    if (sendbuf == MPI_IN_PLACE && !is_root) fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is only allowed at the root");
-    const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    check_buffer(send, n, "sendbuf");
-    if (is_root) check_buffer(recvbuf, n, "recvbuf");
+    const Reduction args = reduction(c, sendbuf, recvbuf, count, datatype, op, root);
+    const size_t n = args.count;
+    const Datatype& type = args.type;
+    const void* send = args.send;
+    const bool is_root = args.receives;
     if (packed_bytes(n, type) == 0) return;
     auto fast = fast_path(op, type);
     if (fast && type.contiguous()) {
@@ -156,35 +183,23 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
                   MPI_Datatype recvtype, MPI_Comm comm) {
   return call("MPI_Allgather", comm, [&] {
     Comm c = use_comm(comm);
-    const size_t rcount = use_count(recvcount, "recvcount");
-    const Datatype& rtype = use_type(recvtype, "recvtype");
-    const size_t block = packed_bytes(rcount, rtype);
-    const size_t total_count = rcount * static_cast<size_t>(c.size);
-    check_buffer(recvbuf, total_count, "recvbuf");
-    const bool in_place = sendbuf == MPI_IN_PLACE;
-    PackedView own{nullptr, 0, {}};
-    if (!in_place) {
-      const size_t scount = use_count(sendcount, "sendcount");
-      const Datatype& stype = use_type(sendtype, "sendtype");
-      check_buffer(sendbuf, scount, "sendbuf");
-      own = packed_view(sendbuf, scount, stype);
-      if (own.bytes != block) fail(MPI_ERR_TRUNCATE, "sends ", own.bytes, " bytes per rank but receives ", block);
-    }
-    if (block == 0) return;
-    const size_t rank_offset = static_cast<size_t>(c.rank) * block;
-    if (rtype.contiguous()) {
+    BlockExchange a = block_exchange(c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, 1);
+    if (a.block == 0) return;
+    const size_t rank_offset = static_cast<size_t>(c.rank) * a.block;
+    if (a.rtype.contiguous()) {
       auto* out = static_cast<std::byte*>(recvbuf);
       // In place: chorus takes the own block inside the receive buffer.
-      return c.chorus.allgather(in_place ? out + rank_offset : own.data, out, block, kBytes);
+      return c.chorus.allgather(a.in_place ? out + rank_offset : a.send.data, out, a.block, kBytes);
     }
-    Bytes packed(block * static_cast<size_t>(c.size));
-    if (in_place) {
-      pack(element(recvbuf, static_cast<size_t>(c.rank) * rcount, rtype), rcount, rtype, packed.data() + rank_offset);
+    Bytes packed(a.block * static_cast<size_t>(c.size));
+    if (a.in_place) {
+      pack(element(recvbuf, static_cast<size_t>(c.rank) * a.rcount, a.rtype), a.rcount, a.rtype,
+           packed.data() + rank_offset);
     } else {
-      std::memcpy(packed.data() + rank_offset, own.data, block);
+      std::memcpy(packed.data() + rank_offset, a.send.data, a.block);
     }
-    c.chorus.allgather(packed.data() + rank_offset, packed.data(), block, kBytes);
-    unpack(packed.data(), total_count, rtype, recvbuf);
+    c.chorus.allgather(packed.data() + rank_offset, packed.data(), a.block, kBytes);
+    unpack(packed.data(), a.total_count, a.rtype, recvbuf);
   });
 }
 
@@ -192,29 +207,14 @@ int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
                  MPI_Datatype recvtype, MPI_Comm comm) {
   return call("MPI_Alltoall", comm, [&] {
     Comm c = use_comm(comm);
-    const size_t rcount = use_count(recvcount, "recvcount");
-    const Datatype& rtype = use_type(recvtype, "recvtype");
-    const size_t block = packed_bytes(rcount, rtype);
-    const size_t total_count = rcount * static_cast<size_t>(c.size);
-    check_buffer(recvbuf, total_count, "recvbuf");
-    const bool in_place = sendbuf == MPI_IN_PLACE;
-    PackedView input{nullptr, 0, {}};
-    if (in_place) {
-      input = packed_view(recvbuf, total_count, rtype);
-    } else {
-      const size_t scount = use_count(sendcount, "sendcount");
-      const Datatype& stype = use_type(sendtype, "sendtype");
-      check_buffer(sendbuf, scount * static_cast<size_t>(c.size), "sendbuf");
-      if (packed_bytes(scount, stype) != block) {
-        fail(MPI_ERR_TRUNCATE, "sends ", packed_bytes(scount, stype), " bytes per rank but receives ", block);
-      }
-      input = packed_view(sendbuf, scount * static_cast<size_t>(c.size), stype);
-    }
-    if (block == 0) return;
-    if (rtype.contiguous()) return c.chorus.alltoall(input.data, recvbuf, block, kBytes);  // same pointer: in place
-    Bytes packed(block * static_cast<size_t>(c.size));
-    c.chorus.alltoall(input.data, packed.data(), block, kBytes);
-    unpack(packed.data(), total_count, rtype, recvbuf);
+    BlockExchange a =
+        block_exchange(c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, static_cast<size_t>(c.size));
+    if (a.in_place) a.send = packed_view(recvbuf, a.total_count, a.rtype);
+    if (a.block == 0) return;
+    if (a.rtype.contiguous()) return c.chorus.alltoall(a.send.data, recvbuf, a.block, kBytes);  // same pointer: in place
+    Bytes packed(a.block * static_cast<size_t>(c.size));
+    c.chorus.alltoall(a.send.data, packed.data(), a.block, kBytes);
+    unpack(packed.data(), a.total_count, a.rtype, recvbuf);
   });
 }
 

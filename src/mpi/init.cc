@@ -1,6 +1,6 @@
 // Process state: MPI_Init / MPI_Finalize, the predefined communicators,
 // MPI_Abort, timers, version and host queries.
-#include "mpi/internal.hpp"
+#include "mpi/requests.hpp"
 
 #include <unistd.h>
 
@@ -79,6 +79,7 @@ void initialize(int required, int* provided) {
 }
 
 void finalize() {
+  complete_detached_requests();  // MPI_Request_free'd operations still finish
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   // Sub-communicators first (local), then the world (collective: no rank

@@ -216,6 +216,33 @@ struct PackedView {
 };
 PackedView packed_view(const void* buffer, size_t count, const Datatype& type);
 
+// The checked arguments of an allgather or alltoall, blocking or not: the
+// receive side and, unless in place, the send buffer packed (`send_blocks`
+// blocks: 1 for allgather, size for alltoall), each block the same number
+// of packed bytes as a receive block (MPI_ERR_TRUNCATE otherwise).
+struct BlockExchange {
+  const Datatype& rtype;
+  size_t rcount;       // elements per receive block
+  size_t block;        // packed bytes per block
+  size_t total_count;  // elements in the receive buffer
+  bool in_place;
+  PackedView send;
+};
+BlockExchange block_exchange(const Comm& comm, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                             const void* recvbuf, int recvcount, MPI_Datatype recvtype, size_t send_blocks);
+
+// The checked arguments of an allreduce (no root) or a reduce to `root`:
+// the send data (recvbuf when MPI_IN_PLACE, which reduce allows at the root
+// only) and whether this rank receives the result.
+struct Reduction {
+  size_t count;
+  const Datatype& type;
+  const void* send;
+  bool receives;
+};
+Reduction reduction(const Comm& comm, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                    std::optional<int> root);
+
 // ---- reductions ------------------------------------------------------------
 
 // Checks that `op` may reduce `type` (MPI-3.1 5.9.2); MPI_ERR_OP otherwise.

@@ -1,14 +1,16 @@
 // Blocking point-to-point: MPI_Send, MPI_Recv, MPI_Get_count, over chorus'
 // send/recv on the communicator (user tags 0..2^31-1, wildcards).
-#include "mpi/internal.hpp"
+#include "mpi/requests.hpp"
 
 #include <climits>
 
 namespace chorus::mpi {
 
 namespace {
-
 constexpr int kMaxTag = INT_MAX;  // chorus user tags: 0..2^31-1
+}  // namespace
+
+// Shared with the non-blocking calls (requests.hpp).
 
 void check_peer(int peer, const Comm& comm, bool wildcard_allowed) {
   if (wildcard_allowed && peer == MPI_ANY_SOURCE) return;
@@ -30,8 +32,6 @@ void set_status(MPI_Status* status, int source, int tag, size_t bytes) {
   status->chorus_cancelled = 0;
   status->chorus_bytes = bytes;
 }
-
-}  // namespace
 
 }  // namespace chorus::mpi
 

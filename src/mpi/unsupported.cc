@@ -27,10 +27,6 @@ int MPI_Buffer_attach(void* buffer, int size) {
 int MPI_Buffer_detach(void* buffer_addr, int* size) {
   return unsupported("MPI_Buffer_detach", MPI_COMM_WORLD);
 }
-int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-              MPI_Request* request) {
-  return unsupported("MPI_Isend", comm);
-}
 int MPI_Ibsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request* request) {
   return unsupported("MPI_Ibsend", comm);
@@ -43,46 +39,8 @@ int MPI_Irsend(const void* buf, int count, MPI_Datatype datatype, int dest, int 
                MPI_Request* request) {
   return unsupported("MPI_Irsend", comm);
 }
-int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request* request) {
-  return unsupported("MPI_Irecv", comm);
-}
-int MPI_Wait(MPI_Request* request, MPI_Status* status) {
-  return unsupported("MPI_Wait", MPI_COMM_WORLD);
-}
-int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
-  return unsupported("MPI_Test", MPI_COMM_WORLD);
-}
-int MPI_Request_free(MPI_Request* request) {
-  return unsupported("MPI_Request_free", MPI_COMM_WORLD);
-}
-int MPI_Waitany(int count, MPI_Request array_of_requests[], int* index, MPI_Status* status) {
-  return unsupported("MPI_Waitany", MPI_COMM_WORLD);
-}
-int MPI_Testany(int count, MPI_Request array_of_requests[], int* index, int* flag, MPI_Status* status) {
-  return unsupported("MPI_Testany", MPI_COMM_WORLD);
-}
-int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]) {
-  return unsupported("MPI_Waitall", MPI_COMM_WORLD);
-}
-int MPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status array_of_statuses[]) {
-  return unsupported("MPI_Testall", MPI_COMM_WORLD);
-}
-int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int* outcount, int array_of_indices[],
-                 MPI_Status array_of_statuses[]) {
-  return unsupported("MPI_Waitsome", MPI_COMM_WORLD);
-}
-int MPI_Testsome(int incount, MPI_Request array_of_requests[], int* outcount, int array_of_indices[],
-                 MPI_Status array_of_statuses[]) {
-  return unsupported("MPI_Testsome", MPI_COMM_WORLD);
-}
 int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
   return unsupported("MPI_Request_get_status", MPI_COMM_WORLD);
-}
-int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
-  return unsupported("MPI_Iprobe", comm);
-}
-int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
-  return unsupported("MPI_Probe", comm);
 }
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
   return unsupported("MPI_Mprobe", comm);
@@ -128,14 +86,6 @@ int MPI_Start(MPI_Request* request) {
 int MPI_Startall(int count, MPI_Request array_of_requests[]) {
   return unsupported("MPI_Startall", MPI_COMM_WORLD);
 }
-int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
-                 int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
-  return unsupported("MPI_Sendrecv", comm);
-}
-int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag,
-                         MPI_Comm comm, MPI_Status* status) {
-  return unsupported("MPI_Sendrecv_replace", comm);
-}
 int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count) {
   return unsupported("MPI_Get_elements", MPI_COMM_WORLD);
 }
@@ -148,24 +98,6 @@ int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls
 }
 int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype, MPI_Op op) {
   return unsupported("MPI_Reduce_local", MPI_COMM_WORLD);
-}
-int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
-  return unsupported("MPI_Ibarrier", comm);
-}
-int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request* request) {
-  return unsupported("MPI_Ibcast", comm);
-}
-int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
-                MPI_Comm comm, MPI_Request* request) {
-  return unsupported("MPI_Ireduce", comm);
-}
-int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
-                   MPI_Request* request) {
-  return unsupported("MPI_Iallreduce", comm);
-}
-int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  return unsupported("MPI_Iallgather", comm);
 }
 int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                     const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
@@ -188,10 +120,6 @@ int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[
                   MPI_Request* request) {
   return unsupported("MPI_Iscatterv", comm);
 }
-int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  return unsupported("MPI_Ialltoall", comm);
-}
 int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                    void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
                    MPI_Request* request) {
@@ -200,10 +128,6 @@ int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispl
 int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
                         MPI_Comm comm, MPI_Request* request) {
   return unsupported("MPI_Ireduce_scatter", comm);
-}
-int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
-                              MPI_Comm comm, MPI_Request* request) {
-  return unsupported("MPI_Ireduce_scatter_block", comm);
 }
 int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
               MPI_Request* request) {

@@ -210,6 +210,14 @@ class Engine::Impl final : public transport::Sink {
 
   int progress() { return poll_transport(); }
 
+  std::optional<Completion> probe(int peer, Tag tag, Tag mask) {
+    if (peer != kAnySource) check_peer(peer, "probe for a message from");
+    poll_transport();
+    auto [source, message] = unexpected_.peek(peer, tag, mask);
+    if (message == nullptr) return std::nullopt;
+    return Completion{source, message->tag, message->length};
+  }
+
   void progress_until(const Request& request, const std::function<bool()>& stop) {
     const Slot& slot = lookup(request);
     const uint32_t generation = request.generation;
@@ -668,6 +676,7 @@ Completion Engine::wait(Request& request) { return impl_->wait(request); }
 void Engine::wait_all(std::span<Request> requests) { impl_->wait_all(requests); }
 bool Engine::test(Request& request, Completion* done) { return impl_->test(request, done); }
 int Engine::progress() { return impl_->progress(); }
+std::optional<Completion> Engine::probe(int peer, Tag tag, Tag tag_mask) { return impl_->probe(peer, tag, tag_mask); }
 void Engine::progress_until(const Request& request, const std::function<bool()>& stop) {
   impl_->progress_until(request, stop);
 }

@@ -95,6 +95,10 @@ class Engine {
   // many things it advanced. Cleared with nullptr.
   void set_progress_hook(std::function<int()> hook);
 
+  // Polls the transport once, then looks for a message that a receive for
+  // (`peer` or kAnySource, `tag` on the bits of `tag_mask`) posted now would
+  // match, without taking it (MPI_Iprobe): its source, tag and length.
+  std::optional<Completion> probe(int peer, Tag tag, Tag tag_mask = kExactTag);
   // Drives the transport once without blocking; returns how many events it
   // handled (0: nothing happened).
   int progress();

@@ -118,19 +118,17 @@ class UnexpectedMessages {
   // Removes and returns (source, tag, message) of the earliest message from
   // `source` (or any source) whose tag matches `tag` on the bits of `mask`.
   std::optional<std::pair<int, Message>> take(int source, Tag tag, Tag mask) {
-    if (count_ == 0) return std::nullopt;
-    if (source != kAnySource) return take_from(source, find(by_source_[static_cast<size_t>(source)], tag, mask));
-    int best = -1;
-    typename Queue::iterator best_it;
-    for (size_t s = 0; s < by_source_.size(); ++s) {
-      auto it = find(by_source_[s], tag, mask);
-      if (it != by_source_[s].end() && (best < 0 || it->order < best_it->order)) {
-        best = static_cast<int>(s);
-        best_it = it;
-      }
-    }
-    if (best < 0) return std::nullopt;
-    return take_from(best, best_it);
+    auto [from, it] = earliest(source, tag, mask);
+    if (from < 0) return std::nullopt;
+    return take_from(from, it);
+  }
+
+  // The message take() would return, left in place: (source, message), or
+  // (-1, nullptr). For MPI_Probe.
+  std::pair<int, const Message*> peek(int source, Tag tag, Tag mask) {
+    auto [from, it] = earliest(source, tag, mask);
+    if (from < 0) return {-1, nullptr};
+    return {from, &it->message};
   }
 
   // True if a message from `source` satisfies pred(tag, message).
@@ -160,6 +158,25 @@ class UnexpectedMessages {
   };
   using Queue = std::deque<Entry>;
 
+  // The source and position of the earliest match (source -1: none).
+  std::pair<int, typename Queue::iterator> earliest(int source, Tag tag, Tag mask) {
+    if (count_ == 0) return {-1, {}};
+    if (source != kAnySource) {
+      auto& entries = by_source_[static_cast<size_t>(source)];
+      auto it = find(entries, tag, mask);
+      return {it == entries.end() ? -1 : source, it};
+    }
+    int best = -1;
+    typename Queue::iterator best_it;
+    for (size_t s = 0; s < by_source_.size(); ++s) {
+      auto it = find(by_source_[s], tag, mask);
+      if (it != by_source_[s].end() && (best < 0 || it->order < best_it->order)) {
+        best = static_cast<int>(s);
+        best_it = it;
+      }
+    }
+    return {best, best_it};
+  }
   static typename Queue::iterator find(Queue& entries, Tag tag, Tag mask) {
     auto it = entries.begin();
     while (it != entries.end() && !tag_matches(tag, mask, it->tag)) ++it;

@@ -10,6 +10,7 @@
 
 extern "C" int capi_roundtrip(void);
 extern "C" int capi_layout_transport_version(void);
+extern "C" int capi_nonblocking_single_rank(void);
 
 using namespace chorus;
 
@@ -113,6 +114,28 @@ TEST_F(SingleRank, InvalidAlgorithmVariableIsAConfigError) {
 
 TEST_F(SingleRank, CApiRoundTrip) { EXPECT_EQ(capi_roundtrip(), 0); }
 TEST_F(SingleRank, CApiLayoutTransportVersion) { EXPECT_EQ(capi_layout_transport_version(), 0); }
+TEST_F(SingleRank, CApiNonBlocking) { EXPECT_EQ(capi_nonblocking_single_rank(), 0); }
+
+TEST_F(SingleRank, ProbeSeesAMessageWithoutTakingIt) {
+  auto comm = Communicator::init();
+  EXPECT_FALSE(comm.iprobe(kAnySource, kAnyTag).has_value());
+  const int64_t value = 42;
+  comm.send(&value, sizeof value, 0, 7);
+  const Received probed = comm.probe(0, 7);
+  EXPECT_EQ(probed.source, 0);
+  EXPECT_EQ(probed.tag, 7);
+  EXPECT_EQ(probed.bytes, sizeof value);
+  const std::optional<Received> again = comm.iprobe(kAnySource, kAnyTag);
+  ASSERT_TRUE(again.has_value()) << "probing must leave the message queued";
+  EXPECT_EQ(again->tag, 7);
+  EXPECT_FALSE(comm.iprobe(0, 8).has_value());
+  int64_t got = 0;
+  EXPECT_EQ(comm.recv(&got, sizeof got, 0, 7).bytes, sizeof got);
+  EXPECT_EQ(got, value);
+  EXPECT_FALSE(comm.iprobe(kAnySource, kAnyTag).has_value());
+  expect_error(Status::invalid_argument, "tag -3", [&] { (void)comm.iprobe(0, -3); });
+  comm.finalize();
+}
 
 TEST_F(SingleRank, SplitAndDupGiveIndependentCommunicators) {
   auto comm = Communicator::init();

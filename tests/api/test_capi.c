@@ -49,3 +49,33 @@ int capi_layout_transport_version(void) {
   if (chorus_finalize(&comm) != CHORUS_SUCCESS) return 14;
   return 0;
 }
+
+/* Non-blocking calls in a 1-rank job: complete at once, results in place,
+ * handles become NULL, argument errors are immediate. */
+int capi_nonblocking_single_rank(void) {
+  chorus_comm_t comm = NULL;
+  float data[4] = {1, 2, 3, 4}, out[4] = {0};
+  chorus_request_t requests[3] = {NULL, NULL, NULL};
+  chorus_received_t got = {0, 0, 0};
+  size_t index = 0;
+  int flag = 0;
+  if (chorus_init(&comm) != CHORUS_SUCCESS) return 1;
+  if (chorus_iallreduce(comm, data, out, 4, CHORUS_FLOAT32, CHORUS_SUM, &requests[0]) != CHORUS_SUCCESS) return 2;
+  if (chorus_ibarrier(comm, &requests[2]) != CHORUS_SUCCESS) return 3;
+  if (chorus_waitany(3, requests, &index, &got) != CHORUS_SUCCESS || requests[index] != NULL) return 4;
+  if (chorus_testall(3, requests, &flag, NULL) != CHORUS_SUCCESS || flag != 1) return 5;
+  if (requests[0] != NULL || requests[2] != NULL || memcmp(data, out, sizeof data) != 0) return 6;
+  if (got.source != -1 || got.tag != -1 || got.bytes != 0) return 7;
+  if (chorus_waitany(3, requests, &index, NULL) != CHORUS_SUCCESS || index != 3) return 8;
+  /* A bad root fails at the start, naming it; no request is made. */
+  requests[0] = (chorus_request_t)1;
+  if (chorus_ibroadcast(comm, data, 4, CHORUS_FLOAT32, 2, &requests[0]) != CHORUS_ERR_INVALID_ARGUMENT) return 9;
+  if (requests[0] != NULL || strstr(chorus_last_error(), "root 2") == NULL) return 10;
+  if (chorus_ibarrier(comm, NULL) != CHORUS_ERR_INVALID_ARGUMENT) return 11;
+  if (chorus_ibarrier(comm, &requests[1]) != CHORUS_SUCCESS || chorus_request_free(&requests[1]) != CHORUS_SUCCESS ||
+      requests[1] != NULL) {
+    return 12;
+  }
+  if (chorus_finalize(&comm) != CHORUS_SUCCESS) return 13;
+  return 0;
+}

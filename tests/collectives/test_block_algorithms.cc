@@ -151,7 +151,7 @@ void run_case(const Case& c) {
       std::vector<uint8_t> send_before(static_cast<uint8_t*>(send), static_cast<uint8_t*>(send) + send_elems * es);
       args.send = send;
       args.recv = recv;
-      coll::Context ctx(engine, engine_ranks, rank, static_cast<uint64_t>(root_index + 1) << 16, scratch, tuning);
+      coll::Context ctx(engine, engine_ranks, rank, p2p::CallTag::collective(0, static_cast<uint64_t>(root_index + 1)), scratch, tuning);
       algorithm->run(ctx, args);
 
       // What each receive element must hold (NaN: not checked).

@@ -33,23 +33,10 @@ static void call_every_declared_only_function(void) {
   expect_unsupported("MPI_Rsend", MPI_Rsend(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD));
   expect_unsupported("MPI_Buffer_attach", MPI_Buffer_attach(NULL, 0));
   expect_unsupported("MPI_Buffer_detach", MPI_Buffer_detach(NULL, NULL));
-  expect_unsupported("MPI_Isend", MPI_Isend(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Ibsend", MPI_Ibsend(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Issend", MPI_Issend(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Irsend", MPI_Irsend(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
-  expect_unsupported("MPI_Irecv", MPI_Irecv(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
-  expect_unsupported("MPI_Wait", MPI_Wait(NULL, NULL));
-  expect_unsupported("MPI_Test", MPI_Test(NULL, NULL, NULL));
-  expect_unsupported("MPI_Request_free", MPI_Request_free(NULL));
-  expect_unsupported("MPI_Waitany", MPI_Waitany(0, NULL, NULL, NULL));
-  expect_unsupported("MPI_Testany", MPI_Testany(0, NULL, NULL, NULL, NULL));
-  expect_unsupported("MPI_Waitall", MPI_Waitall(0, NULL, NULL));
-  expect_unsupported("MPI_Testall", MPI_Testall(0, NULL, NULL, NULL));
-  expect_unsupported("MPI_Waitsome", MPI_Waitsome(0, NULL, NULL, NULL, NULL));
-  expect_unsupported("MPI_Testsome", MPI_Testsome(0, NULL, NULL, NULL, NULL));
   expect_unsupported("MPI_Request_get_status", MPI_Request_get_status(MPI_REQUEST_NULL, NULL, NULL));
-  expect_unsupported("MPI_Iprobe", MPI_Iprobe(0, 0, MPI_COMM_WORLD, NULL, NULL));
-  expect_unsupported("MPI_Probe", MPI_Probe(0, 0, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Mprobe", MPI_Mprobe(0, 0, MPI_COMM_WORLD, NULL, NULL));
   expect_unsupported("MPI_Improbe", MPI_Improbe(0, 0, MPI_COMM_WORLD, NULL, NULL, NULL));
   expect_unsupported("MPI_Mrecv", MPI_Mrecv(NULL, 0, MPI_INT, NULL, NULL));
@@ -63,25 +50,16 @@ static void call_every_declared_only_function(void) {
   expect_unsupported("MPI_Recv_init", MPI_Recv_init(NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Start", MPI_Start(NULL));
   expect_unsupported("MPI_Startall", MPI_Startall(0, NULL));
-  expect_unsupported("MPI_Sendrecv", MPI_Sendrecv(NULL, 0, MPI_INT, 0, 0, NULL, 0, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL));
-  expect_unsupported("MPI_Sendrecv_replace", MPI_Sendrecv_replace(NULL, 0, MPI_INT, 0, 0, 0, 0, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Get_elements", MPI_Get_elements(NULL, MPI_INT, NULL));
   expect_unsupported("MPI_Alltoallw", MPI_Alltoallw(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MPI_COMM_WORLD));
   expect_unsupported("MPI_Reduce_local", MPI_Reduce_local(NULL, NULL, 0, MPI_INT, MPI_SUM));
-  expect_unsupported("MPI_Ibarrier", MPI_Ibarrier(MPI_COMM_WORLD, NULL));
-  expect_unsupported("MPI_Ibcast", MPI_Ibcast(NULL, 0, MPI_INT, 0, MPI_COMM_WORLD, NULL));
-  expect_unsupported("MPI_Ireduce", MPI_Ireduce(NULL, NULL, 0, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD, NULL));
-  expect_unsupported("MPI_Iallreduce", MPI_Iallreduce(NULL, NULL, 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD, NULL));
-  expect_unsupported("MPI_Iallgather", MPI_Iallgather(NULL, 0, MPI_INT, NULL, 0, MPI_INT, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Iallgatherv", MPI_Iallgatherv(NULL, 0, MPI_INT, NULL, NULL, NULL, MPI_INT, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Igather", MPI_Igather(NULL, 0, MPI_INT, NULL, 0, MPI_INT, 0, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Igatherv", MPI_Igatherv(NULL, 0, MPI_INT, NULL, NULL, NULL, MPI_INT, 0, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Iscatter", MPI_Iscatter(NULL, 0, MPI_INT, NULL, 0, MPI_INT, 0, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Iscatterv", MPI_Iscatterv(NULL, NULL, NULL, MPI_INT, NULL, 0, MPI_INT, 0, MPI_COMM_WORLD, NULL));
-  expect_unsupported("MPI_Ialltoall", MPI_Ialltoall(NULL, 0, MPI_INT, NULL, 0, MPI_INT, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Ialltoallv", MPI_Ialltoallv(NULL, NULL, NULL, MPI_INT, NULL, NULL, NULL, MPI_INT, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Ireduce_scatter", MPI_Ireduce_scatter(NULL, NULL, NULL, MPI_INT, MPI_SUM, MPI_COMM_WORLD, NULL));
-  expect_unsupported("MPI_Ireduce_scatter_block", MPI_Ireduce_scatter_block(NULL, NULL, 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Iscan", MPI_Iscan(NULL, NULL, 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Iexscan", MPI_Iexscan(NULL, NULL, 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Comm_group", MPI_Comm_group(MPI_COMM_WORLD, NULL));
@@ -201,7 +179,7 @@ int main(int argc, char** argv) {
   char message[MPI_MAX_ERROR_STRING];
   int length = 0;
   if (rank == 0) {
-    MPI_Error_string(MPI_Isend(&one, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL), message, &length);
+    MPI_Error_string(MPI_Ssend(&one, 1, MPI_INT, 0, 0, MPI_COMM_WORLD), message, &length);
     printf("example: %s\n", message);
   }
   printf("rank %d: declared-only functions: %d checked, %d wrong\n", rank, checked, wrong);

@@ -137,6 +137,65 @@ TEST(Engine, AnySourceAndTagMask) {
   });
 }
 
+// probe reports what a receive would match (eager and rendezvous alike)
+// without taking it; with kAnySource, the earliest arrival.
+TEST(Engine, ProbeLeavesTheMessageQueued) {
+  run_ranks(
+      3,
+      [](p2p::Engine& engine, int rank) {
+        auto small = pattern(100, rank), large = pattern(20000, rank), tiny = pattern(10, rank);
+        if (rank == 2) {
+          auto first = engine.isend(0, 5, small.data(), small.size());
+          auto second = engine.isend(0, 6, large.data(), large.size());
+          engine.wait(first);
+          engine.wait(second);
+          return;
+        }
+        if (rank == 1) {
+          int go = 0;
+          auto request = engine.irecv(0, 9, &go, sizeof go);
+          engine.wait(request);
+          request = engine.isend(0, 5, tiny.data(), tiny.size());
+          engine.wait(request);
+          return;
+        }
+        auto probe_until = [&](int source, p2p::Tag tag, p2p::Tag mask) {
+          for (;;) {
+            if (auto found = engine.probe(source, tag, mask)) return *found;
+          }
+        };
+        p2p::Completion found = probe_until(2, 6, p2p::kExactTag);  // both of rank 2's have arrived
+        EXPECT_EQ(found.bytes, 20000u);
+        int go = 1;
+        auto request = engine.isend(1, 9, &go, sizeof go);
+        engine.wait(request);
+        found = probe_until(1, 5, p2p::kExactTag);
+        EXPECT_EQ(found.source, 1);
+        EXPECT_EQ(found.bytes, 10u);
+        found = probe_until(p2p::kAnySource, 5, p2p::kExactTag);
+        EXPECT_EQ(found.source, 2) << "the earliest arrival comes first";
+        EXPECT_EQ(found.bytes, 100u);
+        found = probe_until(p2p::kAnySource, 0, 0);  // any tag
+        EXPECT_EQ(found.source, 2);
+        EXPECT_EQ(found.tag, 5u);
+        EXPECT_FALSE(engine.probe(2, 7, p2p::kExactTag).has_value());
+        std::vector<uint8_t> got(20000);
+        request = engine.irecv(2, 6, got.data(), got.size());
+        EXPECT_EQ(engine.wait(request).bytes, 20000u);
+        EXPECT_EQ(got, pattern(20000, 2));
+        got.assign(100, 0);
+        request = engine.irecv(p2p::kAnySource, 5, got.data(), got.size());
+        EXPECT_EQ(engine.wait(request).source, 2);
+        EXPECT_EQ(got, pattern(100, 2));
+        got.assign(10, 0);
+        request = engine.irecv(1, 5, got.data(), got.size());
+        engine.wait(request);
+        EXPECT_EQ(got, pattern(10, 1));
+        EXPECT_FALSE(engine.probe(p2p::kAnySource, 0, 0).has_value()) << "every message was taken";
+      },
+      small_eager_settings());
+}
+
 TEST(Engine, TruncationIsAnErrorOnTheReceiverOnly) {
   for (size_t bytes : {size_t{100}, size_t{50000}}) {  // eager and rendezvous
     run_ranks(

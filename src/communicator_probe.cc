@@ -1,0 +1,67 @@
+// Probing for point-to-point messages (MPI_Iprobe / MPI_Probe): the engine
+// looks at its unexpected queue without taking the message, so the receive
+// that follows gets exactly the message probed (same source and tag).
+#include "communicator_impl.hpp"
+
+#include "common/error.hpp"
+
+#include <thread>
+
+namespace chorus {
+
+std::optional<Received> CommunicatorImpl::probe_once(const char* what, int peer, int tag) {
+  check_usable();
+  check_user_tag(what, tag, true);
+  const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, what);
+  const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
+  std::optional<p2p::Completion> found;
+  guarded(what, [&] {
+    found = session_->engine->probe(engine_peer, p2p::CallTag::point_to_point(context_id_, tag == kAnyTag ? 0 : tag),
+                                    mask);
+    // Outstanding collectives move on here too (CHORUS_PROGRESS=caller polls with probes).
+    if (session_->progress) session_->progress->advance();
+  });
+  if (!found) return std::nullopt;
+  const int source = rank_of_engine_rank_[static_cast<size_t>(found->source)];
+  return Received{source, p2p::CallTag::user_tag_of(found->tag), found->bytes};
+}
+
+std::optional<Received> CommunicatorImpl::iprobe(int peer, int tag) {
+  CallScope scope(*this, "iprobe");
+  std::lock_guard lock(session_->mutex);
+  return probe_once("iprobe", peer, tag);
+}
+
+Received CommunicatorImpl::probe(int peer, int tag) {
+  using Clock = std::chrono::steady_clock;
+  CallScope scope(*this, "probe");
+  const auto start = Clock::now();
+  auto next_failure_check = start + std::chrono::seconds(1);
+  for (;;) {
+    {
+      std::lock_guard lock(session_->mutex);
+      if (auto found = probe_once("probe", peer, tag)) return *found;
+      const auto now = Clock::now();
+      const auto timeout = session_->settings.timeout;
+      guarded("probe", [&] {
+        if (now >= next_failure_check) {
+          next_failure_check = now + std::chrono::seconds(1);
+          if (auto failure = session_->engine->probe_failure()) throw *failure;
+        }
+        if (now - start >= timeout) {
+          fail(Status::timeout, "no message from ", peer == kAnySource ? std::string("any rank") : concat("rank ", peer),
+               " with ", tag == kAnyTag ? std::string("any tag") : concat("tag ", tag), " arrived within CHORUS_TIMEOUT (",
+               timeout.count(), " ms)");
+        }
+      });
+      if (now - start < session_->settings.spin) continue;
+    }
+    // Past the spin window: let the progress thread and other ranks run.
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+std::optional<Received> Communicator::iprobe(int peer, int tag) { return impl().iprobe(peer, tag); }
+Received Communicator::probe(int peer, int tag) { return impl().probe(peer, tag); }
+
+}  // namespace chorus

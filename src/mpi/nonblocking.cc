@@ -1,0 +1,145 @@
+// Non-blocking point-to-point (MPI_Isend, MPI_Irecv), MPI_Sendrecv(_replace)
+// on top of them, and MPI_Iprobe/MPI_Probe. Derived datatypes travel packed:
+// a send packs into the request's staging buffer when it starts, a receive
+// lands in one and is unpacked when the request completes.
+#include "mpi/requests.hpp"
+
+namespace chorus::mpi {
+
+RequestPtr start_send(const Comm& comm, const void* buf, int count, MPI_Datatype datatype, int dest, int tag) {
+  const size_t n = use_count(count, "count");
+  const Datatype& type = use_type(datatype, "datatype");
+  check_tag(tag, false);
+  RequestPtr request = new_request(comm.handle);
+  if (dest == MPI_PROC_NULL) return request;
+  check_peer(dest, comm, false);
+  check_buffer(buf, n, "buf");
+  PackedView view = packed_view(buf, n, type);
+  request->send_staging = std::move(view.storage);  // moving keeps view.data valid
+  request->operation = comm.chorus.isend(view.data, view.bytes, dest, tag);
+  return request;
+}
+
+RequestPtr start_recv(const Comm& comm, void* buf, int count, MPI_Datatype datatype, int source, int tag) {
+  const size_t n = use_count(count, "count");
+  const Datatype& type = use_type(datatype, "datatype");
+  check_tag(tag, true);
+  RequestPtr request = new_request(comm.handle);
+  request->receive = true;
+  if (source == MPI_PROC_NULL) {
+    request->from_proc_null = true;
+    return request;
+  }
+  check_peer(source, comm, true);
+  check_buffer(buf, n, "buf");
+  const size_t capacity = packed_bytes(n, type);
+  if (type.contiguous()) {
+    request->operation = comm.chorus.irecv(buf, capacity, source, tag);
+    return request;
+  }
+  request->recv_staging.resize(capacity);
+  request->finish = [staged = request.get(), buf, type](const chorus::Received& got) {
+    unpack(staged->recv_staging.data(), got.bytes / type.packed_size, type, buf);
+  };
+  request->operation = comm.chorus.irecv(request->recv_staging.data(), capacity, source, tag);
+  return request;
+}
+
+namespace {
+
+// Waits for a send and a receive that were started together; the receive's
+// status is reported. Both are waited for even if one fails.
+void wait_pair(chorus_mpi_request& send, chorus_mpi_request& recv, MPI_Status* status) {
+  try {
+    wait_unpublished(recv, status);
+  } catch (...) {
+    try {
+      wait_unpublished(send, MPI_STATUS_IGNORE);
+    } catch (...) {
+      // The receive's error is the one reported.
+    }
+    throw;
+  }
+  wait_unpublished(send, MPI_STATUS_IGNORE);
+}
+
+}  // namespace
+
+}  // namespace chorus::mpi
+
+using namespace chorus::mpi;
+
+extern "C" {
+
+int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+              MPI_Request* request) {
+  return call("MPI_Isend", comm, [&] {
+    check_request_output(request);
+    publish(start_send(use_comm(comm), buf, count, datatype, dest, tag), request);
+  });
+}
+
+int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request* request) {
+  return call("MPI_Irecv", comm, [&] {
+    check_request_output(request);
+    publish(start_recv(use_comm(comm), buf, count, datatype, source, tag), request);
+  });
+}
+
+// Both directions are posted before either is waited for, so a ring of
+// Sendrecv calls never deadlocks, whatever the message size.
+int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+  return call("MPI_Sendrecv", comm, [&] {
+    Comm c = use_comm(comm);
+    RequestPtr recv = start_recv(c, recvbuf, recvcount, recvtype, source, recvtag);
+    RequestPtr send = start_send(c, sendbuf, sendcount, sendtype, dest, sendtag);
+    wait_pair(*send, *recv, status);
+  });
+}
+
+int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag,
+                         MPI_Comm comm, MPI_Status* status) {
+  return call("MPI_Sendrecv_replace", comm, [&] {
+    Comm c = use_comm(comm);
+    const size_t n = use_count(count, "count");
+    const Datatype& type = use_type(datatype, "datatype");
+    check_buffer(buf, n, "buf");
+    // The outgoing data is copied first: the receive overwrites buf.
+    Bytes outgoing = pack_copy(buf, n, type);
+    RequestPtr recv = start_recv(c, buf, count, datatype, source, recvtag);
+    RequestPtr send = start_send(c, outgoing.data(), static_cast<int>(outgoing.size()), MPI_BYTE, dest, sendtag);
+    wait_pair(*send, *recv, status);
+  });
+}
+
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  return call("MPI_Iprobe", comm, [&] {
+    Comm c = use_comm(comm);
+    if (flag == nullptr) fail(MPI_ERR_ARG, "null flag pointer");
+    *flag = 0;
+    check_tag(tag, true);
+    if (source == MPI_PROC_NULL) {
+      *flag = 1;
+      return set_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
+    }
+    check_peer(source, c, true);
+    if (auto got = c.chorus.iprobe(source, tag)) {
+      *flag = 1;
+      set_status(status, got->source, got->tag, got->bytes);
+    }
+  });
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  return call("MPI_Probe", comm, [&] {
+    Comm c = use_comm(comm);
+    check_tag(tag, true);
+    if (source == MPI_PROC_NULL) return set_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
+    check_peer(source, c, true);
+    const chorus::Received got = c.chorus.probe(source, tag);
+    set_status(status, got.source, got.tag, got.bytes);
+  });
+}
+
+}  // extern "C"

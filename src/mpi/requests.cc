@@ -1,0 +1,374 @@
+// MPI_Request: completion (MPI_Wait*, MPI_Test*), MPI_Request_free and the
+// requests freed before they completed. Starting operations is in
+// nonblocking.cc (point-to-point) and icollectives.cc.
+#include "mpi/requests.hpp"
+
+#include <algorithm>
+#include <list>
+#include <thread>
+
+namespace chorus::mpi {
+
+namespace {
+
+// Requests freed while active (MPI_THREAD_SERIALIZED at most: MPI calls
+// never run concurrently, so no lock).
+std::list<RequestPtr>& detached() {
+  static std::list<RequestPtr> requests;
+  return requests;
+}
+
+chorus_mpi_request& use_request(MPI_Request request) {
+  if (request->magic != kRequestMagic) fail(MPI_ERR_REQUEST, "invalid request handle (freed, or not a request)");
+  return *request;
+}
+
+// The communicator whose error handler a call on these requests uses: the
+// first valid request's (MPI_COMM_WORLD if none).
+MPI_Comm comm_of(int count, const MPI_Request* requests) {
+  if (requests == nullptr) return MPI_COMM_WORLD;
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] != MPI_REQUEST_NULL && requests[i]->magic == kRequestMagic) return requests[i]->comm;
+  }
+  return MPI_COMM_WORLD;
+}
+
+void check_array(int count, const MPI_Request* requests) {
+  if (count < 0) fail(MPI_ERR_COUNT, "count ", count, " is negative");
+  if (count > 0 && requests == nullptr) fail(MPI_ERR_REQUEST, "null array of requests");
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] != MPI_REQUEST_NULL) use_request(requests[i]);
+  }
+}
+
+MPI_Status* status_at(MPI_Status* statuses, size_t index) {
+  return statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[index];
+}
+
+// A finished operation (its chorus::Request empty): stages out its data,
+// fills the status and frees the request.
+void settle(chorus_mpi_request& request, MPI_Status* status) {
+  const chorus::Received got = request.operation.received();
+  if (request.finish) request.finish(got);
+  if (request.from_proc_null) {
+    set_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
+  } else if (request.receive) {
+    set_status(status, got.source, got.tag, got.bytes);
+  } else {
+    set_empty_status(status);
+  }
+}
+
+void release(MPI_Request& handle) {
+  RequestPtr owned(handle);
+  owned->magic = 0;
+  handle = MPI_REQUEST_NULL;
+}
+
+void complete(MPI_Request& handle, MPI_Status* status) {
+  settle(*handle, status);
+  release(handle);
+}
+
+// Runs one test of `handle`'s operation; a failure frees the request (as
+// chorus' own requests: it has been reported) and is rethrown.
+bool test_operation(MPI_Request& handle) {
+  try {
+    return handle->operation.test();
+  } catch (...) {
+    release(handle);
+    throw;
+  }
+}
+
+// Progress for the freed requests: completes those that finished.
+void reap_detached() {
+  auto& list = detached();
+  for (auto it = list.begin(); it != list.end();) {
+    bool done = true;
+    try {
+      done = (*it)->operation.test();
+      if (done) settle(**it, MPI_STATUS_IGNORE);
+    } catch (const std::exception&) {
+      // chorus reports the failure on the communicator's next call.
+    }
+    it = done ? list.erase(it) : std::next(it);
+  }
+}
+
+// MPI_Waitany's work: the index completed, or MPI_UNDEFINED if none is active.
+int wait_any(int count, MPI_Request* requests, MPI_Status* status) {
+  // One whose operation has already finished (or never had one) first.
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] != MPI_REQUEST_NULL && !requests[i]->operation.active()) {
+      complete(requests[i], status);
+      return i;
+    }
+  }
+  std::vector<int> positions;
+  std::vector<chorus::Request> active;
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    positions.push_back(i);
+    active.push_back(std::move(requests[i]->operation));
+  }
+  if (active.empty()) {
+    set_empty_status(status);
+    return MPI_UNDEFINED;
+  }
+  auto put_back = [&] {
+    for (size_t k = 0; k < active.size(); ++k) requests[positions[k]]->operation = std::move(active[k]);
+  };
+  size_t done = active.size();
+  try {
+    done = chorus::wait_any(active);
+  } catch (...) {
+    put_back();
+    for (size_t k = 0; k < active.size(); ++k) {
+      // The request whose error this is: the one wait_any emptied.
+      if (!requests[positions[k]]->operation.active()) release(requests[positions[k]]);
+    }
+    throw;
+  }
+  put_back();
+  complete(requests[positions[done]], status);
+  return positions[done];
+}
+
+// Tests every active request once; returns the indices that completed.
+std::vector<int> test_some(int count, MPI_Request* requests, MPI_Status* statuses, bool* any_active) {
+  std::vector<int> done;
+  *any_active = false;
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    *any_active = true;
+    if (!requests[i]->operation.active() || test_operation(requests[i])) {
+      complete(requests[i], status_at(statuses, done.size()));
+      done.push_back(i);
+    }
+  }
+  return done;
+}
+
+// MPI_Waitsome / MPI_Testsome: checks, outcount MPI_UNDEFINED until known.
+void check_some_arguments(int incount, const MPI_Request* requests, int* outcount, const int* indices) {
+  check_array(incount, requests);
+  if (outcount == nullptr || (incount > 0 && indices == nullptr)) fail(MPI_ERR_ARG, "null outcount or array_of_indices");
+  *outcount = MPI_UNDEFINED;
+  reap_detached();
+}
+
+void write_indices(const std::vector<int>& done, int* outcount, int* indices) {
+  *outcount = static_cast<int>(done.size());
+  std::copy(done.begin(), done.end(), indices);
+}
+
+}  // namespace
+
+void set_empty_status(MPI_Status* status) { set_status(status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0); }
+
+RequestPtr new_request(MPI_Comm comm) {
+  auto request = std::make_unique<chorus_mpi_request>();
+  request->magic = kRequestMagic;
+  request->comm = comm;
+  return request;
+}
+
+void check_request_output(MPI_Request* request) {
+  if (request == nullptr) fail(MPI_ERR_ARG, "null request pointer");
+  *request = MPI_REQUEST_NULL;
+}
+
+void publish(RequestPtr request, MPI_Request* handle) { *handle = request.release(); }
+
+void wait_unpublished(chorus_mpi_request& request, MPI_Status* status) {
+  request.operation.wait();
+  settle(request, status);
+}
+
+void complete_detached_requests() {
+  for (RequestPtr& request : detached()) {
+    try {
+      request->operation.wait();
+      settle(*request, MPI_STATUS_IGNORE);
+    } catch (const std::exception&) {
+      // Leaving anyway; the communicator reports it if it is used again.
+    }
+  }
+  detached().clear();
+}
+
+}  // namespace chorus::mpi
+
+using namespace chorus::mpi;
+
+extern "C" {
+
+int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+  return call("MPI_Wait", comm_of(1, request), [&] {
+    if (request == nullptr) fail(MPI_ERR_REQUEST, "null request pointer");
+    reap_detached();
+    if (*request == MPI_REQUEST_NULL) return set_empty_status(status);
+    use_request(*request);
+    try {
+      (*request)->operation.wait();
+    } catch (...) {
+      release(*request);
+      throw;
+    }
+    complete(*request, status);
+  });
+}
+
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  return call("MPI_Test", comm_of(1, request), [&] {
+    if (request == nullptr || flag == nullptr) fail(MPI_ERR_ARG, "null request or flag pointer");
+    *flag = 0;
+    reap_detached();
+    if (*request == MPI_REQUEST_NULL) {
+      *flag = 1;
+      return set_empty_status(status);
+    }
+    use_request(*request);
+    if (!(*request)->operation.active() || test_operation(*request)) {
+      complete(*request, status);
+      *flag = 1;
+    }
+  });
+}
+
+int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]) {
+  return call("MPI_Waitall", comm_of(count, array_of_requests), [&] {
+    check_array(count, array_of_requests);
+    reap_detached();
+    std::optional<Failure> first;
+    for (int i = 0; i < count; ++i) {
+      MPI_Status* status = status_at(array_of_statuses, static_cast<size_t>(i));
+      MPI_Request& handle = array_of_requests[i];
+      if (handle == MPI_REQUEST_NULL) {
+        set_empty_status(status);
+        continue;
+      }
+      try {
+        handle->operation.wait();
+        complete(handle, status);
+      } catch (const chorus::Error& error) {
+        release(handle);
+        const int error_class = error_class_of(error.status());
+        if (status != MPI_STATUS_IGNORE) status->MPI_ERROR = error_class;
+        if (!first) first = Failure{error_class, concat("request ", i, ": ", error.what())};
+      }
+    }
+    if (!first) return;
+    // MPI-3.1 3.7.5: with statuses, each one says which request failed.
+    if (array_of_statuses != MPI_STATUSES_IGNORE) first->error_class = MPI_ERR_IN_STATUS;
+    throw *first;
+  });
+}
+
+int MPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status array_of_statuses[]) {
+  return call("MPI_Testall", comm_of(count, array_of_requests), [&] {
+    check_array(count, array_of_requests);
+    if (flag == nullptr) fail(MPI_ERR_ARG, "null flag pointer");
+    *flag = 0;
+    reap_detached();
+    // An operation that finishes stays in its request until all have
+    // (MPI: Testall completes all or none).
+    bool all = true;
+    for (int i = 0; i < count; ++i) {
+      MPI_Request& handle = array_of_requests[i];
+      if (handle != MPI_REQUEST_NULL && handle->operation.active()) all = test_operation(handle) && all;
+    }
+    if (!all) return;
+    for (int i = 0; i < count; ++i) {
+      MPI_Status* status = status_at(array_of_statuses, static_cast<size_t>(i));
+      if (array_of_requests[i] == MPI_REQUEST_NULL) {
+        set_empty_status(status);
+      } else {
+        complete(array_of_requests[i], status);
+      }
+    }
+    *flag = 1;
+  });
+}
+
+int MPI_Waitany(int count, MPI_Request array_of_requests[], int* index, MPI_Status* status) {
+  return call("MPI_Waitany", comm_of(count, array_of_requests), [&] {
+    check_array(count, array_of_requests);
+    if (index == nullptr) fail(MPI_ERR_ARG, "null index pointer");
+    *index = MPI_UNDEFINED;
+    reap_detached();
+    *index = wait_any(count, array_of_requests, status);
+  });
+}
+
+int MPI_Testany(int count, MPI_Request array_of_requests[], int* index, int* flag, MPI_Status* status) {
+  return call("MPI_Testany", comm_of(count, array_of_requests), [&] {
+    check_array(count, array_of_requests);
+    if (index == nullptr || flag == nullptr) fail(MPI_ERR_ARG, "null index or flag pointer");
+    *index = MPI_UNDEFINED;
+    *flag = 0;
+    reap_detached();
+    bool any_active = false;
+    for (int i = 0; i < count; ++i) {
+      MPI_Request& handle = array_of_requests[i];
+      if (handle == MPI_REQUEST_NULL) continue;
+      any_active = true;
+      if (!handle->operation.active() || test_operation(handle)) {
+        complete(handle, status);
+        *index = i;
+        *flag = 1;
+        return;
+      }
+    }
+    if (!any_active) {
+      *flag = 1;  // MPI: no active request is a completed test with index MPI_UNDEFINED
+      set_empty_status(status);
+    }
+  });
+}
+
+int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int* outcount, int array_of_indices[],
+                 MPI_Status array_of_statuses[]) {
+  return call("MPI_Waitsome", comm_of(incount, array_of_requests), [&] {
+    check_some_arguments(incount, array_of_requests, outcount, array_of_indices);
+    const int first = wait_any(incount, array_of_requests, status_at(array_of_statuses, 0));
+    if (first == MPI_UNDEFINED) return;
+    // Whatever else has completed by now comes along.
+    bool any_active = false;
+    std::vector<int> rest = test_some(incount, array_of_requests,
+                                      array_of_statuses == MPI_STATUSES_IGNORE ? MPI_STATUSES_IGNORE
+                                                                               : array_of_statuses + 1,
+                                      &any_active);
+    rest.insert(rest.begin(), first);
+    write_indices(rest, outcount, array_of_indices);
+  });
+}
+
+int MPI_Testsome(int incount, MPI_Request array_of_requests[], int* outcount, int array_of_indices[],
+                 MPI_Status array_of_statuses[]) {
+  return call("MPI_Testsome", comm_of(incount, array_of_requests), [&] {
+    check_some_arguments(incount, array_of_requests, outcount, array_of_indices);
+    bool any_active = false;
+    std::vector<int> done = test_some(incount, array_of_requests, array_of_statuses, &any_active);
+    if (any_active) write_indices(done, outcount, array_of_indices);
+  });
+}
+
+int MPI_Request_free(MPI_Request* request) {
+  return call("MPI_Request_free", comm_of(1, request), [&] {
+    if (request == nullptr) fail(MPI_ERR_ARG, "null request pointer");
+    if (*request == MPI_REQUEST_NULL) fail(MPI_ERR_REQUEST, "MPI_REQUEST_NULL cannot be freed");
+    use_request(*request);
+    RequestPtr owned(*request);
+    *request = MPI_REQUEST_NULL;
+    if (!owned->operation.active()) {
+      settle(*owned, MPI_STATUS_IGNORE);
+      return;
+    }
+    detached().push_back(std::move(owned));  // its buffers must live until it completes
+    reap_detached();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,59 @@
+// Non-blocking operations of the MPI subset (docs/mpi.md, "Non-blocking
+// operations"): the object behind MPI_Request and what the i-calls share.
+//
+// A request holds the chorus::Request of the operation and, for derived
+// datatypes and reductions chorus' collectives cannot compute, staging
+// buffers: packed data the operation reads (filled when it starts) or writes
+// (unpacked, or combined in rank order, by `finish` on the thread that
+// completes the request in MPI_Wait/MPI_Test*, never on chorus' progress
+// thread).
+#pragma once
+
+#include "mpi/internal.hpp"
+
+#include <functional>
+
+struct chorus_mpi_request {
+  uint32_t magic;
+  chorus::Request operation;  // empty once finished (or from the start: MPI_PROC_NULL)
+  MPI_Comm comm;              // whose error handler reports its failure
+  bool receive = false;       // the status reports what was received
+  bool from_proc_null = false;
+  chorus::mpi::Bytes send_staging;
+  chorus::mpi::Bytes recv_staging;
+  std::function<void(const chorus::Received&)> finish;  // after success, before the status is filled
+};
+
+namespace chorus::mpi {
+
+inline constexpr uint32_t kRequestMagic = 0x72657173;  // "reqs"
+
+using RequestPtr = std::unique_ptr<chorus_mpi_request>;
+
+// A request for an operation on `comm`, not yet started.
+RequestPtr new_request(MPI_Comm comm);
+// Checks the output handle before an operation starts (MPI_ERR_ARG).
+void check_request_output(MPI_Request* request);
+// Hands a started request to the caller.
+void publish(RequestPtr request, MPI_Request* handle);
+
+// Starts point-to-point operations (MPI_PROC_NULL peers complete at once).
+RequestPtr start_send(const Comm& comm, const void* buf, int count, MPI_Datatype datatype, int dest, int tag);
+RequestPtr start_recv(const Comm& comm, void* buf, int count, MPI_Datatype datatype, int source, int tag);
+// Waits for a request that was never published (MPI_Sendrecv).
+void wait_unpublished(chorus_mpi_request& request, MPI_Status* status);
+
+// Point-to-point argument checks (p2p.cc): MPI_ERR_RANK, MPI_ERR_TAG.
+void check_peer(int peer, const Comm& comm, bool wildcard_allowed);
+void check_tag(int tag, bool wildcard_allowed);
+
+// The status of a request with nothing to report (sends, collectives, null
+// requests): MPI-3.1 3.7.3's empty status.
+void set_empty_status(MPI_Status* status);
+void set_status(MPI_Status* status, int source, int tag, size_t bytes);
+
+// Requests given to MPI_Request_free that had not completed: completed by
+// later MPI_Wait*/MPI_Test* calls and at the latest by MPI_Finalize.
+void complete_detached_requests();
+
+}  // namespace chorus::mpi
