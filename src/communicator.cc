@@ -285,7 +285,7 @@ void CommunicatorImpl::validate(Collective op, const coll::Args& args) const {
   const size_t ranks = static_cast<size_t>(size());
   if (args.count > kMaxCallBytes / elem / ranks) {
     fail(Status::invalid_argument, name, ": count ", args.count, " of ", to_string(args.dtype), " on ", ranks,
-         " ranks is more than the largest payload chorus accepts (2^60 bytes in all)");
+         " ranks overflows the largest payload chorus accepts (2^60 bytes in all)");
   }
   if (is_block_collective(op)) return validate_block_collective(op, args, rank(), size());
   if (op == Collective::barrier || args.count == 0) return;

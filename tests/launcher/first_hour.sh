@@ -20,13 +20,22 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 now_ms() { date +%s%3N; }
 mpirun_args=(--allow-run-as-root --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo)
 
-expect_leaver_named() {  # LOG ELAPSED_MS LIMIT_MS
-  local elapsed=$2 limit=$3
+expect_leaver_named() {  # LOG ELAPSED_MS LIMIT_MS [SOME]
+  # SOME: mpirun kills the job when the first rank exits with an error, so
+  # the other survivor may not get to print: one naming rank 2 is enough,
+  # and no survivor may blame anything else.
+  local elapsed=$2 limit=$3 some=${4:-}
   cut -c1-400 "$1"
   [ "$elapsed" -lt "$limit" ] || fail "the job took ${elapsed} ms (limit ${limit} ms; CHORUS_TIMEOUT is 30 s)"
+  local named=0
   for r in 0 1; do
-    grep "rank $r: error: " "$1" | grep -q "rank 2 left the job" || fail "rank $r did not name rank 2 as the rank that left"
+    if grep "rank $r: error: " "$1" | grep -q "rank 2 left the job"; then
+      named=$((named + 1))
+    elif [ -z "$some" ] || grep -q "rank $r: error: " "$1"; then
+      fail "rank $r did not name rank 2 as the rank that left"
+    fi
   done
+  [ "$named" -ge 1 ] || fail "no rank named rank 2 as the rank that left"
 }
 
 case $case_name in
@@ -43,7 +52,7 @@ case $case_name in
     start=$(now_ms)
     timeout 120 "$mpirun" "${mpirun_args[@]}" -x CHORUS_TIMEOUT=30 -np 3 "$program" leave-early >"$log" 2>&1
     status=$? elapsed=$(( $(now_ms) - start ))
-    expect_leaver_named "$log" "$elapsed" 10000
+    expect_leaver_named "$log" "$elapsed" 10000 some
     [ "$status" -ne 0 ] || fail "mpirun exited 0"
     ;;
   segfault-status)
