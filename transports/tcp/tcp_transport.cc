@@ -546,7 +546,8 @@ std::unique_ptr<Transport> make_tcp_transport(int rank, int size, const TcpOptio
 std::string describe_tcp_choice(const std::string& iface, bool all_ranks_on_one_host) {
   std::string how;
   const SocketAddress address = choose_local_address(iface, all_ranks_on_one_host, &how);
-  return concat(address.to_string(), " (", how, ")");
+  std::string text = address.to_string();
+  return concat(text.substr(0, text.rfind(':')), " (", how, ")");
 }
 
 }  // namespace chorus::transport
