@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "transports/copies.hpp"
 #include "transports/tcp/tcp_connect.hpp"
 #include "transports/tcp/tcp_outbound.hpp"
 #include "transports/tcp/tcp_wire.hpp"
@@ -160,10 +161,7 @@ class TcpTransport final : public Transport {
     const size_t bytes = header_bytes + payload_bytes;
     if (bytes > max_eager_) fail(Status::internal, "tcp: eager message of ", bytes, " bytes exceeds ", max_eager_);
     if (peer == rank_) {
-      std::vector<uint8_t> copy(bytes);
-      if (header_bytes != 0) std::memcpy(copy.data(), header, header_bytes);
-      if (payload_bytes != 0) std::memcpy(copy.data() + header_bytes, payload, payload_bytes);
-      to_self_.push_back(std::move(copy));
+      to_self_.push_back(joined_copy(header, header_bytes, payload, payload_bytes));
       return;
     }
     PeerState& state = usable_peer(peer);
@@ -197,11 +195,7 @@ class TcpTransport final : public Transport {
   void post_read(int peer, RemoteBuffer remote, MemoryRegion& local, size_t local_offset, size_t bytes,
                  uint64_t context) override {
     check_peer(peer, "read from");
-    if (local_offset > local.length() || bytes > local.length() - local_offset) {
-      fail(Status::internal, "tcp: read of ", bytes, " bytes at offset ", local_offset, " overruns a region of ",
-           local.length(), " bytes");
-    }
-    uint8_t* destination = static_cast<uint8_t*>(local.base()) + local_offset;
+    uint8_t* destination = local_read_target("tcp", local, local_offset, bytes);
     if (peer == rank_ || bytes == 0) {
       if (bytes != 0) std::memcpy(destination, reinterpret_cast<const void*>(remote.address), bytes);
       finished_reads_.push_back(context);
