@@ -61,6 +61,7 @@ struct ReadPiece {
   uint64_t bytes;
   uint64_t op;
   int peer;
+  bool discard = false;  // its read failed already: the bytes still arrive, and go nowhere
 };
 
 struct ReadOp {
@@ -303,7 +304,10 @@ class TcpTransport final : public Transport {
       if (piece == nullptr || piece->bytes != bytes) {
         throw WireError(concat("READ_DATA for request ", request, " (", bytes, " bytes) that was not asked for"));
       }
-      return piece->destination;
+      if (!piece->discard) return piece->destination;
+      // The engine may have released the destination when the read failed.
+      if (transport_.discarded_.size() < bytes) transport_.discarded_.resize(bytes);
+      return transport_.discarded_.data();
     }
     void on_read_data_done(uint64_t request) override {
       ++delivered;
@@ -350,6 +354,7 @@ class TcpTransport final : public Transport {
     if (op == ops_.end()) return;  // failed earlier
     const uint64_t context = op->second.context;
     if (error != nullptr) {
+      for (auto& [id, other] : pieces_) other.discard = other.discard || other.op == op_id;
       ops_.erase(op);
       sink.on_error(context, error->peer(), *error);
       return;
@@ -527,6 +532,7 @@ class TcpTransport final : public Transport {
   std::unordered_map<uint64_t, ReadOp> ops_;
   std::unordered_map<uint64_t, ReadPiece> pieces_;
   std::deque<std::vector<uint8_t>> to_self_;
+  std::vector<uint8_t> discarded_;  // where pieces of failed reads land
   std::vector<uint64_t> finished_reads_;
   std::vector<Report> reports_;
 };
