@@ -460,9 +460,18 @@ class TcpTransport final : public Transport {
 
   // Every stream to `peer` closes; its reads and the peer itself are
   // reported to the sink at the next poll().
-  void fail_peer_state(int peer, const Error& error) {
+  void fail_peer_state(int peer, const Error& reported) {
     PeerState& state = peers_[static_cast<size_t>(peer)];
     if (state.failure) return;
+    // A rank that fails after another usually ends because of it (it gave
+    // up, or the launcher stopped it): name the first failure too, so every
+    // survivor's error leads to the root cause.
+    const Error error = first_failure_ ? Error(reported.status(),
+                                               concat(reported.what(), " (after rank ", first_failure_->peer(),
+                                                      " failed first: ", first_failure_->what(), ")"),
+                                               peer)
+                                       : reported;
+    if (!first_failure_) first_failure_ = reported;
     state.failure = error;
     for (auto& connection : state.streams) close_connection(*connection);
     log::info(error.what());
@@ -535,6 +544,7 @@ class TcpTransport final : public Transport {
   std::vector<uint8_t> discarded_;  // where pieces of failed reads land
   std::vector<uint64_t> finished_reads_;
   std::vector<Report> reports_;
+  std::optional<Error> first_failure_;  // the first peer failure this rank saw
 };
 
 }  // namespace
