@@ -87,6 +87,22 @@ TEST(TcpTransport, OutsiderWithoutTokenIsRefusedAndSetupGoesOn) {
   EXPECT_EQ(errno, ECONNREFUSED);
 }
 
+TEST(TcpTransport, RankGoneDuringSetupIsNamedWithinAboutASecond) {
+  auto job = make_job(2, 1);
+  std::vector<Blob> blobs{job[0]->address(), job[1]->address()};
+  job[0].reset();  // rank 0 published its address, then ended: its listener is closed
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    job[1]->connect(blobs);
+    FAIL() << "connect succeeded without rank 0";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.status(), Status::peer_failed);
+    EXPECT_EQ(error.peer(), 0);
+    EXPECT_NE(std::string(error.what()).find("rank 0 at 127.0.0.1:"), std::string::npos) << error.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+}
+
 TEST(TcpTransport, EagerMessagesArriveInOrderOverIpv4AndIpv6) {
   for (const std::string iface : {"127.0.0.1", "::1"}) {
     auto job = make_job(3, 2, iface);

@@ -48,6 +48,7 @@ struct Pending {
   uint8_t in[sizeof(Hello)] = {};
   size_t received = 0;
   Clock::time_point retry_at{};  // connecting: when a failed dial is tried again
+  Clock::time_point refused_since{};  // connecting: refused on every try since then
 };
 
 bool tokens_equal(const uint8_t* presented, const Token& expected) {
@@ -82,17 +83,44 @@ class Handshake {
 
  private:
   void dial(int peer, uint32_t stream) {
-    const SocketAddress& to = peers_[static_cast<size_t>(peer)].address;
-    Pending pending(Pending::Step::connecting, Fd(socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)));
-    if (!pending.fd) fail_peer(Status::transport, peer, "tcp: socket() to rank ", peer, " failed: ", errno_string(errno));
+    Pending pending(Pending::Step::connecting, Fd());
     pending.peer = peer;
     pending.stream = stream;
+    start_dial(pending);
+    pending_.push_back(std::move(pending));
+  }
+
+  void start_dial(Pending& pending) {
+    const SocketAddress& to = peers_[static_cast<size_t>(pending.peer)].address;
+    pending.fd = Fd(socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!pending.fd) {
+      fail_peer(Status::transport, pending.peer, "tcp: socket() to rank ", pending.peer, " failed: ", errno_string(errno));
+    }
+    pending.retry_at = {};
     if (::connect(pending.fd.get(), reinterpret_cast<const sockaddr*>(&to.storage), to.length) != 0 &&
         errno != EINPROGRESS) {
-      log::debug("tcp: connecting to rank ", peer, " at ", to.to_string(), ": ", errno_string(errno), "; retrying");
-      pending.retry_at = Clock::now() + std::chrono::milliseconds(50);
+      dial_failed(pending, errno);
     }
-    pending_.push_back(std::move(pending));
+  }
+
+  // Retried every 50 ms until the timeout, except a refusal that lasts: a
+  // rank's listener is open from before its address was published until
+  // every peer has connected, so refusals for a second mean it is gone.
+  void dial_failed(Pending& pending, int err) {
+    const Clock::time_point now = Clock::now();
+    log::debug("tcp: connecting to rank ", pending.peer, ": ", errno_string(err), "; retrying");
+    pending.retry_at = now + std::chrono::milliseconds(50);
+    if (err != ECONNREFUSED) {
+      pending.refused_since = {};
+      return;
+    }
+    if (pending.refused_since == Clock::time_point{}) pending.refused_since = now;
+    if (now - pending.refused_since >= std::chrono::seconds(1)) {
+      fail_peer(Status::peer_failed, pending.peer, "tcp: rank ", pending.peer, " at ",
+                peers_[static_cast<size_t>(pending.peer)].address.to_string(),
+                " refused every connection for a second: it no longer listens, so it ended during setup "
+                "(or that is not its address)");
+    }
   }
 
   size_t missing() const {
@@ -125,8 +153,8 @@ class Handshake {
     Clock::time_point wake = deadline;
     for (Pending& pending : pending_) {
       if (pending.step == Pending::Step::connecting && pending.retry_at != Clock::time_point{}) {
-        if (now >= pending.retry_at) redial(pending);
-        wake = std::min(wake, pending.retry_at);
+        if (now >= pending.retry_at) start_dial(pending);
+        if (pending.retry_at != Clock::time_point{}) wake = std::min(wake, pending.retry_at);
       }
       const short events = pending.step == Pending::Step::connecting ? POLLOUT : POLLIN;
       fds.push_back({pending.fd.get(), events, 0});
@@ -141,16 +169,6 @@ class Handshake {
     }
     if (fds[0].revents != 0) accept_all();
     std::erase_if(pending_, [](const Pending& pending) { return !pending.fd; });
-  }
-
-  void redial(Pending& pending) {
-    const SocketAddress& to = peers_[static_cast<size_t>(pending.peer)].address;
-    pending.fd = Fd(socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    pending.retry_at = {};
-    if (::connect(pending.fd.get(), reinterpret_cast<const sockaddr*>(&to.storage), to.length) != 0 &&
-        errno != EINPROGRESS) {
-      pending.retry_at = Clock::now() + std::chrono::milliseconds(50);
-    }
   }
 
   void accept_all() {
@@ -177,11 +195,7 @@ class Handshake {
       int error = 0;
       socklen_t length = sizeof error;
       getsockopt(pending.fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
-      if (error != 0 || (revents & (POLLERR | POLLHUP)) != 0) {
-        log::debug("tcp: connecting to rank ", pending.peer, ": ", errno_string(error), "; retrying");
-        pending.retry_at = Clock::now() + std::chrono::milliseconds(50);
-        return;
-      }
+      if (error != 0 || (revents & (POLLERR | POLLHUP)) != 0) return dial_failed(pending, error != 0 ? error : EIO);
       Hello hello{kHandshakeMagic, {}, static_cast<uint32_t>(options_.rank), pending.stream,
                   static_cast<uint32_t>(options_.size), options_.streams};
       std::memcpy(hello.listener_token, peers_[static_cast<size_t>(pending.peer)].token.data(), 16);
