@@ -5,6 +5,7 @@
 #include "collectives/collectives.hpp"
 #include "common/config.hpp"
 #include "transports/shm/shm_transport.hpp"
+#include "transports/tcp/tcp_transport.hpp"
 
 #include <chorus/chorus.hpp>
 
@@ -68,6 +69,17 @@ void print_transports([[maybe_unused]] const OfiScan& ofi) {
   } else {
     std::printf("  shm      built, but not usable here: %s\n", why_not.c_str());
   }
+  // The choice a multi-host job would make here (with CHORUS_TCP_IFACE and the store address of this environment).
+  std::string tcp_choice;
+  try {
+    tcp_choice = chorus::transport::describe_tcp_choice(chorus::config::get("CHORUS_TCP_IFACE").value_or(""), false);
+  } catch (const std::exception&) {
+    tcp_choice = "the address that reaches the store (CHORUS_STORE_ADDR, set by chorusrun; none here)";
+  }
+  std::printf("  tcp      built (chorus' own sockets transport; auto's choice across hosts without an active RDMA\n"
+              "           port unless CHORUS_OFI_PROVIDER is set); ranks on several hosts listen on\n"
+              "           %s\n",
+              tcp_choice.c_str());
 #ifdef CHORUS_HAVE_OFI
   std::printf("  ofi      built (libfabric %u.%u); providers offering FI_EP_RDM with FI_RMA here:\n",
               FI_MAJOR(fi_version()), FI_MINOR(fi_version()));

@@ -130,8 +130,8 @@ Options (--option=value works too):
   --rsh CMD             remote shell for other hosts (default: ssh, or $CHORUS_RSH)
   --store-addr ADDR     address other hosts use to reach the store on this host
                         (required with remote hosts; default 127.0.0.1)
-  --transport T         CHORUS_TRANSPORT for the ranks: auto, shm, ofi, verbs or
-                        inproc
+  --transport T         CHORUS_TRANSPORT for the ranks: auto, shm, tcp, ofi, verbs
+                        or inproc
   --ofi-provider P      CHORUS_OFI_PROVIDER for the ranks, e.g. shm, 'tcp;ofi_rxm'
   --timeout SEC         CHORUS_TIMEOUT for the ranks: how long any wait inside
                         chorus may take; also bounds how long chorusrun waits for
@@ -265,9 +265,10 @@ Options parse_options(int argc, char** argv) {
       if (!valid_host_name(options.store_address)) throw UsageError("--store-addr \"" + options.store_address + "\" is not a host name or address");
     } else if (arg == "--transport") {
       options.transport = take_value();
-      if (options.transport != "auto" && options.transport != "shm" && options.transport != "ofi" &&
+      if (options.transport != "auto" && options.transport != "shm" && options.transport != "tcp" &&
+          options.transport != "ofi" &&
           options.transport != "verbs" && options.transport != "inproc") {
-        throw UsageError("--transport \"" + options.transport + "\": expected one of auto, shm, ofi, verbs, inproc");
+        throw UsageError("--transport \"" + options.transport + "\": expected one of auto, shm, tcp, ofi, verbs, inproc");
       }
     } else if (arg == "--ofi-provider") {
       options.ofi_provider = take_value();

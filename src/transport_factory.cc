@@ -5,6 +5,7 @@
 #include "topology/topology.hpp"
 #include "transports/inproc/inproc.hpp"
 #include "transports/shm/shm_transport.hpp"
+#include "transports/tcp/tcp_transport.hpp"
 
 #include <algorithm>
 
@@ -45,6 +46,14 @@ bool uses_verbs(const config::Settings& settings, bool all_ranks_on_one_host) {
   return settings.transport == "verbs";
 }
 
+// auto: chorus' own TCP transport between hosts without an active RDMA
+// port, unless a libfabric provider was asked for.
+bool uses_tcp(const config::Settings& settings, bool all_ranks_on_one_host) {
+  if (settings.transport == "tcp") return true;
+  return settings.transport == "auto" && !all_ranks_on_one_host && settings.ofi_provider.empty() &&
+         !uses_verbs(settings, all_ranks_on_one_host);
+}
+
 #ifdef CHORUS_HAVE_VERBS
 topology::NicDescription describe_verbs_nic(const config::VerbsSettings& settings) {
   const transport::verbs::PortChoice port = transport::verbs::choose_port(settings);
@@ -80,6 +89,7 @@ topology::NicDescription describe_ofi_nic(const config::Settings& settings, bool
 topology::NicDescription describe_nic(const config::Settings& settings, bool all_ranks_on_one_host) {
   if (settings.transport == "inproc") return topology::NicDescription{"inproc", 0, std::nullopt, {}};
   if (uses_native_shm(settings, all_ranks_on_one_host)) return topology::NicDescription{"shm", 0, std::nullopt, {}};
+  if (uses_tcp(settings, all_ranks_on_one_host)) return topology::NicDescription{"tcp", 0, std::nullopt, {}};
 #ifdef CHORUS_HAVE_VERBS
   if (uses_verbs(settings, all_ranks_on_one_host)) return describe_verbs_nic(settings.verbs);
 #endif
@@ -109,6 +119,16 @@ std::unique_ptr<transport::Transport> create_transport(const config::Settings& s
     transport::ShmOptions options;
     options.max_eager_bytes = settings.eager_limit;
     return transport::make_shm_transport(rank, size, options);
+  }
+  if (uses_tcp(settings, all_ranks_on_one_host)) {
+    transport::TcpOptions options;
+    options.max_eager_bytes = settings.eager_limit;
+    options.iface = settings.tcp.iface;
+    options.streams = settings.tcp.streams;
+    options.socket_buffer = settings.tcp.socket_buffer;
+    options.all_ranks_on_one_host = all_ranks_on_one_host;
+    options.timeout = settings.timeout;
+    return transport::make_tcp_transport(rank, size, options);
   }
   const bool use_verbs = uses_verbs(settings, all_ranks_on_one_host);
 #ifdef CHORUS_HAVE_VERBS

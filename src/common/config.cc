@@ -122,12 +122,20 @@ std::string env_choice(const char* name, const std::string& fallback, const std:
 const std::vector<VariableDoc>& variables() {
   static const std::vector<VariableDoc> docs = {
       {"CHORUS_TRANSPORT", "auto",
-       "transport: auto, shm (native shared memory, ranks of one host), ofi (libfabric), verbs (RC mesh over "
-       "rdma-core) or inproc (threads only, for tests); auto picks shm when all ranks share a host (unless "
-       "CHORUS_OFI_PROVIDER is set), verbs when ranks span hosts and an active RDMA port exists, else ofi"},
+       "transport: auto, shm (native shared memory, ranks of one host), tcp (chorus' own sockets transport), "
+       "ofi (libfabric), verbs (RC mesh over rdma-core) or inproc (threads only, for tests); auto picks shm when "
+       "all ranks share a host (unless CHORUS_OFI_PROVIDER is set), verbs when ranks span hosts and an active "
+       "RDMA port exists, ofi when CHORUS_OFI_PROVIDER is set, else tcp"},
       {"CHORUS_OFI_PROVIDER", "auto",
        "libfabric provider, e.g. shm, tcp;ofi_rxm, verbs;ofi_rxm, efa (auto: shm if all ranks share a host, "
-       "else tcp;ofi_rxm)"},
+       "else tcp;ofi_rxm); setting it selects libfabric"},
+      {"CHORUS_TCP_IFACE", "auto",
+       "tcp transport: interface name (e.g. eth0, lo) or IP address to listen on (auto: the address that reaches "
+       "the bootstrap store; loopback when all ranks share a host)"},
+      {"CHORUS_TCP_STREAMS", "1", "tcp transport: connections per pair of ranks; reads of 512K and more are split "
+       "across them (1..16)"},
+      {"CHORUS_TCP_SOCKET_BUFFER", "0",
+       "tcp transport: SO_SNDBUF/SO_RCVBUF bytes per connection; 0 keeps the kernel's autotuning (0..1G)"},
       {"CHORUS_IB_DEVICE", "auto", "verbs device name, e.g. mlx5_0 or rxe0 (auto: the first with an active port)"},
       {"CHORUS_IB_PORT", "auto", "verbs port number, 1..255 (auto: the device's first active port)"},
       {"CHORUS_IB_GID_INDEX", "auto",
@@ -297,7 +305,10 @@ Settings Settings::from_env() {
   s.check_calls = env_bool("CHORUS_CHECK_CALLS", s.check_calls);
   s.spin = std::chrono::microseconds(env_int("CHORUS_SPIN_US", s.spin.count(), 0, 1000000));
   s.progress = env_choice("CHORUS_PROGRESS", s.progress, {"thread", "caller"});
-  s.transport = env_choice("CHORUS_TRANSPORT", s.transport, {"auto", "shm", "ofi", "verbs", "inproc"});
+  s.transport = env_choice("CHORUS_TRANSPORT", s.transport, {"auto", "shm", "tcp", "ofi", "verbs", "inproc"});
+  if (auto iface = get("CHORUS_TCP_IFACE")) s.tcp.iface = *iface;
+  s.tcp.streams = static_cast<int>(env_int("CHORUS_TCP_STREAMS", s.tcp.streams, 1, 16));
+  s.tcp.socket_buffer = env_bytes("CHORUS_TCP_SOCKET_BUFFER", s.tcp.socket_buffer, 0, 1ull << 30);
   if (auto provider = get("CHORUS_OFI_PROVIDER")) s.ofi_provider = *provider;
   VerbsSettings& v = s.verbs;
   if (auto device = get("CHORUS_IB_DEVICE")) v.device = *device;

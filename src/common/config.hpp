@@ -93,6 +93,13 @@ struct VerbsSettings {
   int test_qp_error_after = 0;
 };
 
+// TCP transport settings (docs/transport-tcp.md).
+struct TcpSettings {
+  std::string iface;           // CHORUS_TCP_IFACE ("" = auto: the interface that reaches the store)
+  int streams = 1;             // CHORUS_TCP_STREAMS: connections per pair of ranks
+  uint64_t socket_buffer = 0;  // CHORUS_TCP_SOCKET_BUFFER (0 = the kernel's autotuning)
+};
+
 // Settings shared by the layers, read once at communicator creation.
 struct Settings {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // CHORUS_TIMEOUT
@@ -111,6 +118,7 @@ struct Settings {
   int test_ofi_stall_rank = -1;
   int test_ofi_stall_after = 0;
   VerbsSettings verbs;
+  TcpSettings tcp;
   std::string bind = "none";                                     // CHORUS_BIND: none (default), auto, nic, core
   bool report_bindings = false;                                  // CHORUS_REPORT_BINDINGS
   std::string topology_xml;                                      // CHORUS_TOPOLOGY_XML ("" = this machine)

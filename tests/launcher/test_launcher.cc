@@ -283,7 +283,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadArguments{"-n 2 --frobnicate true", "unknown option \"--frobnicate\""},
                       BadArguments{"-n 2 --timeout never true", "--timeout \"never\": expected seconds"},
                       BadArguments{"-n 2 --timeout 0 true", "--timeout \"0\": expected seconds greater than 0"},
-                      BadArguments{"-n 2 --transport carrier true", "--transport \"carrier\": expected one of auto, shm, ofi, verbs, inproc"},
+                      BadArguments{"-n 2 --transport carrier true", "--transport \"carrier\": expected one of auto, shm, tcp, ofi, verbs, inproc"},
                       BadArguments{"-n 2 --failure-grace later true", "--failure-grace \"later\": expected seconds"},
                       BadArguments{"-n 2 --bind socket true", "--bind \"socket\": expected one of nic, core, none"},
                       BadArguments{"-n 2 --bind=bogus true", "--bind \"bogus\": expected one of nic, core, none"},

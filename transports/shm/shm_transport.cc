@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "transports/copies.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -239,10 +240,7 @@ class ShmTransport final : public Transport {
     if (peer == rank_) sent_to_self_ = true;  // only then is our own ring worth polling
     // Order per peer: once a message waits, everything after it waits too.
     if (out.waiting.empty() && write_record(out, header, header_bytes, payload, payload_bytes)) return;
-    std::vector<uint8_t> copy(bytes);
-    if (header_bytes != 0) std::memcpy(copy.data(), header, header_bytes);
-    if (payload_bytes != 0) std::memcpy(copy.data() + header_bytes, payload, payload_bytes);
-    out.waiting.push_back(std::move(copy));
+    out.waiting.push_back(joined_copy(header, header_bytes, payload, payload_bytes));
     ++waiting_messages_;
   }
 
@@ -255,11 +253,7 @@ class ShmTransport final : public Transport {
   void post_read(int peer, RemoteBuffer remote, MemoryRegion& local, size_t local_offset, size_t bytes,
                  uint64_t context) override {
     check_peer(peer, "read from");
-    if (local_offset > local.length() || bytes > local.length() - local_offset) {
-      fail(Status::internal, "shm: read of ", bytes, " bytes at offset ", local_offset, " overruns a region of ",
-           local.length(), " bytes");
-    }
-    uint8_t* destination = static_cast<uint8_t*>(local.base()) + local_offset;
+    uint8_t* destination = local_read_target("shm", local, local_offset, bytes);
     if (peer == rank_) {
       std::memcpy(destination, reinterpret_cast<const void*>(remote.address), bytes);
       finished_reads_.push_back(context);

@@ -1,0 +1,30 @@
+// chorus' own TCP transport (docs/transport-tcp.md): `streams` connections
+// per pair of ranks over plain sockets, eager messages as one sendmsg each,
+// rendezvous reads answered by the owner streaming the range back, progress
+// by non-blocking recv and an epoll set to block on.
+#pragma once
+
+#include "transports/transport.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace chorus::transport {
+
+struct TcpOptions {
+  size_t max_eager_bytes = 16384;  // engine eager limit; headers are added on top
+  std::string iface;               // CHORUS_TCP_IFACE: "", "auto", an interface name or an address
+  int streams = 1;                 // CHORUS_TCP_STREAMS: connections per pair of ranks
+  size_t socket_buffer = 0;        // CHORUS_TCP_SOCKET_BUFFER: 0 keeps the kernel's autotuning
+  bool all_ranks_on_one_host = false;
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // for connection setup
+};
+
+std::unique_ptr<Transport> make_tcp_transport(int rank, int size, const TcpOptions& options);
+
+// What CHORUS_TCP_IFACE (or auto) would choose on this host, for chorus_info.
+std::string describe_tcp_choice(const std::string& iface, bool all_ranks_on_one_host);
+
+}  // namespace chorus::transport
