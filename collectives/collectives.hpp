@@ -1,4 +1,4 @@
-// Collective algorithms over the P2P engine (DESIGN.md §7).
+// Collective algorithms over the P2P engine (docs/architecture.md §7).
 //
 // Each algorithm lives in its own file (collectives/<op>_<name>.cc) with a
 // comment block giving its steps, bytes on the wire and when it wins, and

@@ -1,4 +1,4 @@
-// P2P engine (DESIGN.md §3): tag matching, unexpected queue, eager vs
+// P2P engine (docs/architecture.md §3): tag matching, unexpected queue, eager vs
 // rendezvous (RTS -> chunked RDMA READ -> FIN), adaptive progress.
 //
 // Wire protocol (all control messages are eager messages):
