@@ -51,7 +51,7 @@ Columns: per-peer and shared bytes are the transport's own account
 RSS/rank is the process' resident memory growth divided by N, which also
 sees the kernel queue rings mapped into the process. UD's total includes
 its RC set (the QPs made for rendezvous reads) at its bound, CHORUS_UD_RC_MAX.
-In the lab: ../shared/verbslab/run.sh -- build/bench/chorus-verbs-memory
+In the lab (docs/lab.md): tests/lab/run.sh -- build/bench/chorus-verbs-memory
 )";
 
 struct UsageError : std::runtime_error {

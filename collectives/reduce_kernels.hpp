@@ -1,4 +1,4 @@
-// The reduction kernel table (DESIGN.md §7): dtype x op, written as plain
+// The reduction kernel table (docs/architecture.md §7): dtype x op, written as plain
 // loops over restrict pointers so the compiler vectorises them. fp16/bf16 are
 // computed in fp32 and rounded to nearest-even on store.
 #pragma once

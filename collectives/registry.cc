@@ -1,4 +1,4 @@
-// The algorithm table and the selection rules (DESIGN.md §7).
+// The algorithm table and the selection rules (docs/architecture.md §7).
 #include "collectives/algorithms.hpp"
 
 #include "common/error.hpp"

@@ -1,4 +1,4 @@
-// The transport contract (DESIGN.md §2). A transport moves bytes between ranks
+// The transport contract (docs/architecture.md §2). A transport moves bytes between ranks
 // and nothing else: it never sees tags, collectives or user requests.
 //
 // Threading: a Transport is driven by one thread at a time (the P2P engine

@@ -1,4 +1,4 @@
-// The bootstrap TCP key/value store (DESIGN.md §6): served by chorusrun (or
+// The bootstrap TCP key/value store (docs/architecture.md §6): served by chorusrun (or
 // by rank 0 under another launcher), used by every rank to publish and fetch
 // transport addresses.
 //

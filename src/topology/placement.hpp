@@ -1,4 +1,4 @@
-// Placement of this rank (DESIGN.md §8, docs/placement.md): load the
+// Placement of this rank (docs/architecture.md §8, docs/placement.md): load the
 // topology, find the NIC's locality, plan (planner.hpp), bind, read the
 // binding back, and print it when asked (CHORUS_REPORT_BINDINGS).
 #pragma once

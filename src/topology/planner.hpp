@@ -1,4 +1,4 @@
-// The placement planner (DESIGN.md §8, docs/placement.md): a pure function
+// The placement planner (docs/architecture.md §8, docs/placement.md): a pure function
 // from what the machine looks like, where the NIC is, and which local rank
 // this is, to where the rank runs and which completion vector its CQ uses.
 // No system calls, no hwloc: unit tests feed it topologies of big machines.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs one fault trial and checks what DESIGN.md §9 promises: every surviving
+# Runs one fault trial and checks what docs/architecture.md §9 promises: every surviving
 # rank gets an error naming the failed peer within CHORUS_TIMEOUT, chorusrun
 # exits non-zero, and no process is left.
 #   survivors_report.sh CHORUSRUN FAULT_PROGRAM RANKS TIMEOUT EXPECTED_NAMING [chorusrun args] -- [chorus-fault args]

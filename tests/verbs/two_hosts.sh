@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Runs in each of the two lab guests (VERBSLAB_RANK 0 or 1): one chorus rank
-# per guest, started torchrun-style (rank 0 serves the store at MASTER_ADDR),
-# so the ranks talk over rxe0 across the virtual switch. Exits 0 only when
-# every configuration passed (run.sh returns the first non-zero guest status).
+# Runs in each of the two lab guests (tests/lab/run.sh -n 2; CHORUS_LAB_RANK 0
+# or 1): one chorus rank per guest, started torchrun-style (rank 0 serves the
+# store at MASTER_ADDR), so the ranks talk over rxe0 across the virtual switch.
+# Exits 0 only when every configuration passed (run.sh returns the first
+# non-zero guest status).
 set -uo pipefail
 build=$1
-export RANK=$VERBSLAB_RANK WORLD_SIZE=$VERBSLAB_NRANKS LOCAL_RANK=0 LOCAL_WORLD_SIZE=1
-export MASTER_ADDR=${VERBSLAB_IPS%% *}
-export CHORUS_TRANSPORT=verbs CHORUS_TIMEOUT=120 FI_TCP_IFACE=vl0
+export RANK=$CHORUS_LAB_RANK WORLD_SIZE=$CHORUS_LAB_RANKS LOCAL_RANK=0 LOCAL_WORLD_SIZE=1
+export MASTER_ADDR=${CHORUS_LAB_IPS%% *}
+# The NIC under rxe0 (eth0 with several guests, lab0 in a single one).
+netdev=$(cat "/sys/class/infiniband/${CHORUS_LAB_DEV:-rxe0}/ports/1/gid_attrs/ndevs/0" 2>/dev/null)
+export CHORUS_TRANSPORT=verbs CHORUS_TIMEOUT=120 FI_TCP_IFACE=${netdev:-eth0}
 # The switch drops a few percent of packets: retransmit after ~67 ms, not seconds.
 export CHORUS_VERBS_QP_TIMEOUT=14
 status=0
@@ -15,7 +18,7 @@ log=$(mktemp)
 
 # rxe's counters after each run: retransmissions and duplicates tell a lossy
 # link from a stalled QP when a run fails.
-counters=/sys/class/infiniband/${VERBSLAB_DEV:-rxe0}/ports/1/hw_counters
+counters=/sys/class/infiniband/${CHORUS_LAB_DEV:-rxe0}/ports/1/hw_counters
 rxe_counters() {
   local name
   for name in sent_pkts rcvd_pkts completer_retry_err duplicate_request; do
@@ -64,8 +67,6 @@ run 2 CHORUS_VERBS_CONNECT=rdmacm CHORUS_VERBS_SRQ=1
 # MiB-sized cases of the whole one (NETEM_MATRIX_FLAGS=) take rxe's RC READ
 # a QP timeout per lost response packet, which makes it run for an hour.
 run 3 CHORUS_VERBS_MODE=ud
-# The NIC under rxe0 (eth0 with several guests, vl0 in a single one).
-netdev=$(cat "/sys/class/infiniband/${VERBSLAB_DEV:-rxe0}/ports/1/gid_attrs/ndevs/0" 2>/dev/null)
 case " ${TWO_HOSTS_RUNS:-4} " in
   *" 4 "*)
     if tc qdisc add dev "${netdev:-eth0}" root netem loss 10% 2> "$log"; then

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const std::exception& e) {
     std::printf("SKIPPED: no usable RDMA device here (%s). The verbs tests run in the soft-RoCE lab: "
-                "ctest -L lab (../shared/verbslab)\n", e.what());
+                "ctest -L lab (tests/lab, docs/lab.md)\n", e.what());
     return 77;
   }
 }

@@ -1,4 +1,4 @@
-// libfabric transport (DESIGN.md §5): one FI_EP_RDM endpoint per rank with
+// libfabric transport (docs/architecture.md §5): one FI_EP_RDM endpoint per rank with
 // FI_MSG | FI_RMA, an AV table indexed by rank, one CQ. Eager messages travel
 // through registered bounce buffers (or fi_inject), reads are fi_read.
 #pragma once
