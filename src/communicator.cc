@@ -353,16 +353,52 @@ void CommunicatorImpl::execute(const PreparedCall& call, coll::Scratch& scratch,
   }
   if (!call.call) return;
   coll::Context context(*session_->engine, engine_ranks_, rank(), *call.call, scratch, tuning_, call.digest, suspender);
-  guarded(name, [&] {
-    try {
-      algorithm.run(context, call.args);
-    } catch (const Error& e) {
-      // The engine saw another call's digest or size: say what this rank called.
-      if (e.status() != Status::invalid_argument && e.status() != Status::truncated) throw;
-      throw Error(e.status(), concat(e.what(), "; this rank called ", describe_call(call.op, call.args, algorithm.name)),
-                  e.peer());
+  try {
+    guarded(name, [&] {
+      try {
+        algorithm.run(context, call.args);
+        check_no_stray_messages(*call.call, suspender != nullptr);
+      } catch (const Error& e) {
+        // The engine saw another call's digest or size: say what this rank called.
+        if (e.status() != Status::invalid_argument && e.status() != Status::truncated) throw;
+        throw Error(e.status(),
+                    concat(e.what(), "; this rank called ", describe_call(call.op, call.args, algorithm.name)), e.peer());
+      }
+    });
+  } catch (const Error& e) {
+    // Ranks that disagree on a call: the others may wait for this rank in
+    // it, or be past it already. Say so in the store, so each of them fails
+    // within about a second naming this rank and the disagreement, instead
+    // of waiting out CHORUS_TIMEOUT (the departure probe reads it).
+    if (e.status() == Status::invalid_argument || e.status() == Status::truncated) {
+      session_->announce_departure(e.what(), true);
     }
+    throw;
+  }
+}
+
+// A message of this call still unreceived when the call is complete, or of
+// an earlier call of this communicator that completed without it, was sent
+// by a rank that called something else (another root, collective or count):
+// an error naming that rank, never a message left behind for ever.
+void CommunicatorImpl::check_no_stray_messages(p2p::CallTag call, bool nonblocking) {
+  p2p::Engine& engine = *session_->engine;
+  if (engine.unexpected_count() == 0) return;
+  const uint32_t context = context_id_, sequence = p2p::CallTag::sequence_of(call.base());
+  // With non-blocking calls of this communicator outstanding, earlier calls
+  // may still be waiting for their messages: only this call's count then.
+  const bool earlier_done = !nonblocking && outstanding_operations_ == 0;
+  const auto stray = engine.find_unexpected([&](int, p2p::Tag tag) {
+    if (p2p::CallTag::is_point_to_point(tag) || p2p::CallTag::context_of(tag) != context) return false;
+    const uint32_t behind = sequence - p2p::CallTag::sequence_of(tag);  // wraps with the sequence
+    return behind == 0 || (earlier_done && behind < (1u << 31));
   });
+  if (!stray) return;
+  const int source = rank_of_engine_rank_[static_cast<size_t>(stray->first)];
+  fail_peer(Status::invalid_argument, source, "rank ", rank_, " completed ",
+            p2p::CallTag::sequence_of(stray->second) == sequence ? "this call" : "an earlier call",
+            " without a message rank ", source, " sent for it (", p2p::CallTag::describe(stray->second),
+            "): the ranks disagree on the collective, its root or its count");
 }
 
 // CHORUS_CHECK_CALLS: every rank learns every rank's call, so all of them

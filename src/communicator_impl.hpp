@@ -164,6 +164,7 @@ class CommunicatorImpl {
   // Non-blocking helpers.
   std::shared_ptr<RequestState> completed_request(const char* what) const;
   std::unique_ptr<coll::Scratch> take_scratch();
+  void check_no_stray_messages(p2p::CallTag call, bool nonblocking);
   void check_user_tag(const char* what, int tag, bool wildcard_allowed) const;
   std::optional<Received> probe_once(const char* what, int peer, int tag);  // under the lock
   const coll::Algorithm& choose(Collective op, size_t bytes) const;
@@ -185,6 +186,7 @@ class CommunicatorImpl {
   std::vector<int> rank_of_engine_rank_;   // engine rank -> communicator rank, -1 if not a member
   coll::Scratch scratch_;
   std::vector<std::unique_ptr<coll::Scratch>> spare_scratch_;  // for non-blocking calls, reused
+  int outstanding_operations_ = 0;                             // non-blocking collectives not yet complete
   coll::Tuning tuning_;
   std::array<const coll::Algorithm*, kNumCollectives> forced_{};  // nullptr = table
   uint64_t sequence_ = 0;

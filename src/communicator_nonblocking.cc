@@ -64,9 +64,11 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
   auto operation = std::make_shared<nb::Operation>(name);
   operation->owner = this;
   operation->scratch = std::move(scratch);
+  ++outstanding_operations_;
   operation->on_complete = [this](nb::Operation& done) {
     // Under the lock. The communicator outlives its operations: finalize
     // completes them first.
+    --outstanding_operations_;
     if (done.scratch) spare_scratch_.push_back(std::move(done.scratch));
     if (done.error && !sticky_error_) sticky_error_ = *done.error;  // a detached one's error still counts
   };

@@ -228,6 +228,14 @@ class Engine::Impl final : public transport::Sink {
   void set_progress_hook(std::function<int()> hook) { progress_hook_ = std::move(hook); }
 
   bool finished(const Request& request) const { return finished(lookup(request)); }
+  size_t unexpected_count() const { return unexpected_.size(); }
+  std::optional<std::pair<int, Tag>> find_unexpected(const std::function<bool(int, Tag)>& match) const {
+    std::optional<std::pair<int, Tag>> found;
+    unexpected_.for_each([&](int source, Tag tag, const Unexpected&) {
+      if (!found && match(source, tag)) found = std::pair<int, Tag>{source, tag};
+    });
+    return found;
+  }
   Error timeout_error(const Request& request) { return timeout_error(lookup(request)); }
 
   void flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept {
@@ -691,6 +699,10 @@ std::chrono::milliseconds Engine::timeout() const { return impl_->settings().tim
 bool Engine::finished(const Request& request) const { return impl_->finished(request); }
 Error Engine::timeout_error(const Request& request) { return impl_->timeout_error(request); }
 std::optional<Error> Engine::probe_failure() { return impl_->probe_failure(); }
+size_t Engine::unexpected_count() const { return impl_->unexpected_count(); }
+std::optional<std::pair<int, Tag>> Engine::find_unexpected(const std::function<bool(int, Tag)>& match) const {
+  return impl_->find_unexpected(match);
+}
 void Engine::set_progress_hook(std::function<int()> hook) { impl_->set_progress_hook(std::move(hook)); }
 const Counters& Engine::counters() const { return impl_->counters(); }
 void Engine::persist_memory(const void* base, size_t bytes) { impl_->reg_cache().add_persistent(base, bytes); }

@@ -88,6 +88,13 @@ class Engine {
   Error timeout_error(const Request& request);
   // Asks the failure probe now (see set_failure_probe).
   std::optional<Error> probe_failure();
+  // Messages that arrived and match no receive yet. A collective that has
+  // completed with one of its own still queued, or with one of a call that
+  // completed earlier, was called differently by the sender: the communicator
+  // asks after each call (cheap while nothing is queued).
+  size_t unexpected_count() const;
+  // The first queued message (source, tag) that satisfies `match`.
+  std::optional<std::pair<int, Tag>> find_unexpected(const std::function<bool(int, Tag)>& match) const;
 
   // Called by every progress loop of the engine (wait, flush) after each
   // poll while it is set: the non-blocking layer resumes its operations

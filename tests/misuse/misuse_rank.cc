@@ -108,6 +108,7 @@ void usage(FILE* out) {
                "  algorithm   allreduce forced to recursive_doubling where the others use ring\n"
                "  gatherv_count  gatherv sending one element more than the root's recv_counts entry\n"
                "  threads     (rank 0) a second thread calls barrier while the first is in allreduce\n"
+               "--linger after the case: a rank that fails stays 20 s before it exits\n"
                "Each rank prints \"rank R: error: TEXT\" (exit 3) or \"rank R: completed\" (exit 0).\n",
                kOddRank);
 }
@@ -119,7 +120,11 @@ int main(int argc, char** argv) {
     usage(stdout);
     return 0;
   }
-  if (argc != 3 || std::strcmp(argv[1], "--case") != 0 ||
+  // --linger: a rank that saw the error stays alive 20 s before it exits, so
+  // the others cannot learn of it from the launcher's record of its exit
+  // (as under mpirun, or in a program that catches the error and goes on).
+  const bool linger = argc == 4 && std::strcmp(argv[3], "--linger") == 0;
+  if ((argc != 3 && !linger) || std::strcmp(argv[1], "--case") != 0 ||
       (std::strcmp(argv[2], "threads") != 0 && cases().count(argv[2]) == 0)) {
     usage(stderr);
     return 2;
@@ -134,6 +139,7 @@ int main(int argc, char** argv) {
   } catch (const chorus::Error& e) {
     std::printf("rank %d: error: %s\n", rank, e.what());
     std::fflush(stdout);
+    if (linger) std::this_thread::sleep_for(std::chrono::seconds(20));
     return 3;
   }
   std::printf("rank %d: completed\n", rank);
