@@ -172,6 +172,9 @@ void CommunicatorImpl::connect() {
   // Bound before the transport exists, so its buffers are allocated near
   // the NIC and its CQ gets the planned completion vector.
   const topology::Placement placement = place(describe_nic(session.settings, all_local), host);
+  // The progress thread follows the plan only when the rank is bound: an
+  // unbound rank's thread stays wherever the rank's threads may run.
+  if (placement.plan.bind) session.progress_cpus = placement.plan.progress_cpus;
   session.transport =
       create_transport(session.settings, job.rank, job.size, all_local, placement.plan.completion_vector);
   auto addresses = session.bootstrap->all_gather("chorus/transport", session.transport->address());

@@ -49,6 +49,7 @@ struct Session {
   uint32_t next_context_id = 1;            // lowest id this process has not used
   bool closed = false;                     // the world communicator was finalized
   nb::DriverMutex mutex;
+  std::vector<unsigned> progress_cpus;  // where placement puts the progress thread (empty: not bound)
   // Collective calls made per communicator context, and the call in
   // progress: what a rank that left is compared with (departures.hpp).
   std::unordered_map<uint32_t, uint64_t> calls_made;

@@ -17,9 +17,10 @@ nb::Progress& Session::nonblocking() {
     // overlap with (and from the thread about to wait), so it naps at once.
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     const bool cpus_to_spare = cpus > 0 && 2L * job.local_size <= cpus;
+    nb::ProgressThreadPlace place{progress_cpus, settings.report_bindings, job.rank};
     progress = std::make_unique<nb::Progress>(*engine, mutex, settings.progress == "thread",
                                               cpus_to_spare ? settings.spin : std::chrono::microseconds(0),
-                                              settings.timeout);
+                                              settings.timeout, std::move(place));
   }
   return *progress;
 }

@@ -3,6 +3,9 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -10,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <system_error>
 
 namespace chorus::nb {
@@ -24,6 +28,13 @@ constexpr auto kFailureProbeInterval = std::chrono::seconds(1);
 // and nothing happens (shared memory has no wait fd; others may miss events).
 constexpr auto kLongestNap = std::chrono::microseconds(200);
 constexpr auto kFirstNap = std::chrono::microseconds(10);
+
+// "0,2,3" (this layer does not link the topology's formatter).
+std::string cpu_list(const std::vector<unsigned>& cpus) {
+  std::string text;
+  for (unsigned cpu : cpus) text += (text.empty() ? "" : ",") + std::to_string(cpu);
+  return text;
+}
 
 Error as_error(const std::exception& e) {
   if (const auto* error = dynamic_cast<const Error*>(&e)) return *error;
@@ -43,8 +54,8 @@ void FiberSuspender::wait(p2p::Engine& engine, p2p::Request& request) {
 }
 
 Progress::Progress(p2p::Engine& engine, DriverMutex& mutex, bool thread, std::chrono::microseconds spin,
-                   std::chrono::milliseconds timeout)
-    : engine_(engine), mutex_(mutex), use_thread_(thread), spin_(spin), timeout_(timeout) {
+                   std::chrono::milliseconds timeout, ProgressThreadPlace place)
+    : engine_(engine), mutex_(mutex), use_thread_(thread), spin_(spin), timeout_(timeout), place_(std::move(place)) {
   // Blocking calls drive the engine themselves; through the hook they move
   // the outstanding operations along too (MPI's progress rule).
   engine_.set_progress_hook([this] { return advance(); });
@@ -331,7 +342,27 @@ void Progress::nap(int transport_fd, std::chrono::microseconds limit) {
   }
 }
 
+void Progress::place_thread() {
+  std::string where = "not bound (the process' CPUs)";
+  if (!place_.cpus.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (unsigned cpu : place_.cpus) {
+      if (cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+    }
+    const int error = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (error != 0) {
+      log::warn("binding the progress thread to CPUs ", cpu_list(place_.cpus),
+                " failed: ", errno_string(error), "; it runs unbound");
+    } else {
+      where = "bound to CPUs " + cpu_list(place_.cpus);
+    }
+  }
+  if (place_.report) std::fprintf(stderr, "chorus: rank %d: progress thread %s\n", place_.rank, where.c_str());
+}
+
 void Progress::thread_main() {
+  place_thread();
   // Naps of tens of microseconds must not stretch to the default 50 us slack.
   if (prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) != 0) {
     log::debug("prctl(PR_SET_TIMERSLACK) for the progress thread failed: ", errno_string(errno));

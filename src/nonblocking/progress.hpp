@@ -103,11 +103,18 @@ class FiberSuspender final : public coll::Suspender {
   Operation& operation_;
 };
 
+// Where the progress thread runs (placement's plan; docs/placement.md).
+struct ProgressThreadPlace {
+  std::vector<unsigned> cpus;  // empty: not bound (it inherits the process' CPUs)
+  bool report = false;         // --report-bindings: say where it runs
+  int rank = 0;                // for that line
+};
+
 class Progress {
  public:
   // `thread`: start a progress thread with the first operation.
   Progress(p2p::Engine& engine, DriverMutex& mutex, bool thread, std::chrono::microseconds spin,
-           std::chrono::milliseconds timeout);
+           std::chrono::milliseconds timeout, ProgressThreadPlace place = {});
   ~Progress();  // stops the thread: call it without the lock, after complete_all()
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -146,6 +153,7 @@ class Progress {
   void check_stalled(std::chrono::steady_clock::time_point now);
   void ensure_thread();
   void thread_main();
+  void place_thread();
   void wake_thread();
   // The thread's nap: until the transport's fd (>= 0) or the wake fd is
   // readable, at most `limit`.
@@ -156,6 +164,7 @@ class Progress {
   const bool use_thread_;
   const std::chrono::microseconds spin_;
   const std::chrono::milliseconds timeout_;
+  const ProgressThreadPlace place_;
   std::vector<std::shared_ptr<Operation>> operations_;
   bool advancing_ = false;
   std::chrono::steady_clock::time_point next_probe_{};
