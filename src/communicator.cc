@@ -621,12 +621,16 @@ CommunicatorImpl& Communicator::impl() {
   if (!impl_) fail(Status::finalized, "use of a moved-from chorus::Communicator");
   return *impl_;
 }
+const CommunicatorImpl& Communicator::impl() const {
+  if (!impl_) fail(Status::finalized, "use of a moved-from chorus::Communicator");
+  return *impl_;
+}
 
-int Communicator::rank() const { return impl_->rank(); }
-int Communicator::size() const { return impl_->size(); }
-int Communicator::local_rank() const { return impl_->local_rank(); }
-int Communicator::local_size() const { return impl_->local_size(); }
-std::string Communicator::transport_name() const { return impl_->transport_name(); }
+int Communicator::rank() const { return impl().rank(); }
+int Communicator::size() const { return impl().size(); }
+int Communicator::local_rank() const { return impl().local_rank(); }
+int Communicator::local_size() const { return impl().local_size(); }
+std::string Communicator::transport_name() const { return impl().transport_name(); }
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
   impl().run(Collective::allreduce, {send, recv, count, dtype, op, 0});
@@ -656,9 +660,9 @@ std::optional<Communicator> Communicator::split(int color, int key) {
 }
 Communicator Communicator::dup() { return std::move(*split(0, rank())); }
 void Communicator::set_algorithm(Collective op, std::string_view name) { impl().set_algorithm(op, name); }
-std::vector<std::string> Communicator::algorithms(Collective op) const { return impl_->algorithms(op); }
+std::vector<std::string> Communicator::algorithms(Collective op) const { return impl().algorithms(op); }
 std::string Communicator::selected_algorithm(Collective op, size_t bytes) const {
-  return impl_->selected_algorithm(op, bytes);
+  return impl().selected_algorithm(op, bytes);
 }
 void Communicator::finalize() { impl().finalize(); }
 

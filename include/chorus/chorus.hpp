@@ -387,9 +387,10 @@ class Communicator {
   // one (as MPI_Comm_free).
   void finalize();
 
-  CommunicatorImpl& impl();  // for chorus' own layers (MPI subset, tools)
-
  private:
+  // The implementation, or Status::finalized for a moved-from communicator.
+  CommunicatorImpl& impl();
+  const CommunicatorImpl& impl() const;
   explicit Communicator(std::unique_ptr<CommunicatorImpl> impl);
   std::unique_ptr<CommunicatorImpl> impl_;
 };

@@ -241,3 +241,20 @@ TEST_F(SingleRank, BlockCollectiveAlgorithmVariablesAreRead) {
                [] { Communicator::init(); });
   for (const char* name : {"CHORUS_ALGO_GATHER", "CHORUS_ALGO_EXSCAN", "CHORUS_ALGO_ALLTOALLV"}) unsetenv(name);
 }
+
+// Every call on a moved-from communicator throws Status::finalized, the
+// const ones (rank, size, algorithms) too, instead of dereferencing null.
+TEST_F(SingleRank, MovedFromCommunicatorThrowsOnEveryCall) {
+  auto comm = Communicator::init();
+  Communicator moved = std::move(comm);
+  expect_error(Status::finalized, "moved-from", [&] { (void)comm.rank(); });
+  expect_error(Status::finalized, "moved-from", [&] { (void)comm.size(); });
+  expect_error(Status::finalized, "moved-from", [&] { (void)comm.local_rank(); });
+  expect_error(Status::finalized, "moved-from", [&] { (void)comm.transport_name(); });
+  expect_error(Status::finalized, "moved-from", [&] { (void)comm.algorithms(chorus::Collective::allreduce); });
+  expect_error(Status::finalized, "moved-from", [&] { (void)comm.selected_algorithm(chorus::Collective::allreduce, 8); });
+  expect_error(Status::finalized, "moved-from", [&] { comm.barrier(); });
+  expect_error(Status::finalized, "moved-from", [&] { (void)comm.ibarrier(); });
+  EXPECT_EQ(moved.size(), 1);
+  moved.finalize();
+}
