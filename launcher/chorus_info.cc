@@ -4,6 +4,7 @@
 #include "collectives/collectives.hpp"
 #include "common/config.hpp"
 #include "transports/shm/shm_transport.hpp"
+#include "transports/verbs/verbs_settings.hpp"
 
 #include <chorus/chorus.hpp>
 
@@ -58,9 +59,9 @@ void print_transports() {
 #endif
 #ifdef CHORUS_HAVE_VERBS
   std::printf("  verbs    built (RC mesh); devices here:\n");
-  chorus::config::VerbsSettings verbs;
+  chorus::transport::verbs::Settings verbs;
   try {
-    verbs = chorus::config::Settings::from_env().verbs;
+    verbs = chorus::transport::verbs::Settings::from_env();
   } catch (const std::exception& e) {
     std::printf("           (settings rejected: %s)\n", e.what());
   }
@@ -75,8 +76,10 @@ void print_transports() {
 
 void print_variables() {
   std::printf("\nEnvironment variables:\n");
-  for (const auto& variable : chorus::config::variables()) {
-    std::printf("  %-28s default %-20s %s\n", variable.name, variable.default_value, variable.meaning);
+  for (const auto* list : {&chorus::config::variables(), &chorus::transport::verbs::variables()}) {
+    for (const auto& variable : *list) {
+      std::printf("  %-28s default %-20s %s\n", variable.name, variable.default_value, variable.meaning);
+    }
   }
 }
 

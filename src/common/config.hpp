@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace chorus::config {
@@ -35,33 +36,19 @@ bool env_bool(const char* name, bool fallback);
 // One of `choices` (case-sensitive); returns the fallback when unset.
 std::string env_choice(const char* name, const std::string& fallback, const std::vector<std::string>& choices);
 
+// A test hook's "RANK:N" value (rank 0..2^20, count 0..2^30), or nullopt when
+// the variable is unset; a malformed value names `expected`.
+std::optional<std::pair<int, int>> env_rank_and_count(const char* name, const char* expected);
+
 // Every variable chorus reads, with its meaning and default; printed by
-// chorus_info and documented in README.md.
+// chorus_info and documented in README.md. The verbs layer lists its own
+// (transports/verbs/verbs_settings.hpp).
 struct VariableDoc {
   const char* name;
   const char* default_value;
   const char* meaning;
 };
 const std::vector<VariableDoc>& variables();
-
-// Verbs transport settings (docs/transport-verbs.md).
-struct VerbsSettings {
-  std::string device;          // CHORUS_IB_DEVICE ("" = first device with an active port)
-  int port = 0;                // CHORUS_IB_PORT (0 = first active port)
-  int gid_index = -1;          // CHORUS_IB_GID_INDEX (-1 = best GID, see choose_gid)
-  bool srq = false;            // CHORUS_VERBS_SRQ
-  std::string connect = "bootstrap";  // CHORUS_VERBS_CONNECT: bootstrap or rdmacm
-  int recv_depth = 64;         // CHORUS_VERBS_RECV_DEPTH: eager receive buffers per peer
-  int cq_entries = 0;          // CHORUS_VERBS_CQ_ENTRIES (0 = sized from the queues)
-  int qp_timeout = 14;         // CHORUS_VERBS_QP_TIMEOUT: 4.096 us * 2^value per try
-  int retry_count = 7;         // CHORUS_VERBS_RETRY_COUNT
-  std::string mode = "rc";     // CHORUS_VERBS_MODE: rc (RC mesh) or ud (UD + SRQ scalable mode)
-  int ud_rc_max = 16;          // CHORUS_UD_RC_MAX: RC QPs kept for rendezvous reads in UD mode
-  // Test hook CHORUS_TEST_VERBS_QP_ERROR="PEER:N": after N eager sends, move
-  // the QP to PEER into the error state (fault tests; never set in production).
-  int test_qp_error_peer = -1;
-  int test_qp_error_after = 0;
-};
 
 // Settings shared by the layers, read once at communicator creation.
 struct Settings {
@@ -79,7 +66,6 @@ struct Settings {
   // data-path call spins instead of returning (the stall escape's tests).
   int test_ofi_stall_rank = -1;
   int test_ofi_stall_after = 0;
-  VerbsSettings verbs;
   std::string bind = "auto";                                     // CHORUS_BIND: auto, nic, core, none
   bool report_bindings = false;                                  // CHORUS_REPORT_BINDINGS
   std::string topology_xml;                                      // CHORUS_TOPOLOGY_XML ("" = this machine)
