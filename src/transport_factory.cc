@@ -81,7 +81,7 @@ topology::NicDescription describe_ofi_nic(const config::Settings& settings, bool
 topology::NicDescription describe_nic(const config::Settings& settings, bool all_ranks_on_one_host) {
   // Read whatever the transport: a bad CHORUS_IB_*/CHORUS_VERBS_* value
   // stops every job at creation, as any other CHORUS_* variable does.
-  const transport::verbs::Settings verbs_settings = transport::verbs::Settings::from_env();
+  [[maybe_unused]] const transport::verbs::Settings verbs_settings = transport::verbs::Settings::from_env();
   if (settings.transport == "inproc") return topology::NicDescription{"inproc", 0, std::nullopt, {}};
   if (uses_native_shm(settings, all_ranks_on_one_host)) return topology::NicDescription{"shm", 0, std::nullopt, {}};
 #ifdef CHORUS_HAVE_VERBS

@@ -1,6 +1,7 @@
-// Device, port and GID selection for the verbs transport (DESIGN.md §4):
-// CHORUS_IB_DEVICE / CHORUS_IB_PORT / CHORUS_IB_GID_INDEX, else the first
-// active port and, on RoCE, the best GID (choose_gid).
+// Device, port and GID selection for the verbs transports
+// (docs/transport-verbs.md, "Device, port, GID"): CHORUS_IB_DEVICE /
+// CHORUS_IB_PORT / CHORUS_IB_GID_INDEX, else the first active port and, on
+// RoCE, the best GID (choose_gid).
 #pragma once
 
 #include "transports/verbs/verbs_settings.hpp"
