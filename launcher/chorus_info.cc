@@ -20,6 +20,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -76,11 +77,14 @@ void print_transports() {
 
 void print_variables() {
   std::printf("\nEnvironment variables:\n");
-  for (const auto* list : {&chorus::config::variables(), &chorus::transport::verbs::variables()}) {
-    for (const auto& variable : *list) {
+  const auto print = [](const std::vector<chorus::config::VariableDoc>& list) {
+    for (const auto& variable : list) {
       std::printf("  %-28s default %-20s %s\n", variable.name, variable.default_value, variable.meaning);
     }
-  }
+  };
+  print(chorus::config::variables());
+  std::printf(" The verbs transports' (docs/transport-verbs.md):\n");
+  print(chorus::transport::verbs::variables());
 }
 
 void print_algorithms() {

@@ -146,18 +146,8 @@ void RcMeshTransport::complete_with_error(Sink& sink, const ibv_wc& wc) {
 }
 
 int RcMeshTransport::report_async_failures(Sink& sink) {
-  if (!monitor_ || !monitor_->pending()) return 0;
-  int events = 0;
-  for (AsyncFailure& failure : monitor_->take()) {
-    if (failure.peer >= 0 && failure.peer < size_) {
-      flow_.fail_peer(failure.peer);
-    } else {
-      fatal_ = failure.error;
-    }
-    sink.on_error(0, failure.peer, failure.error);
-    ++events;
-  }
-  return events;
+  if (!monitor_) return 0;
+  return monitor_->report(sink, size_, [this](int peer) { flow_.fail_peer(peer); }, fatal_);
 }
 
 }  // namespace chorus::transport::verbs

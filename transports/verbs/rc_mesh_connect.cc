@@ -118,10 +118,7 @@ RcWireAddress RcMeshTransport::parse_address(int p, const Blob& blob) {
     fail(Status::bootstrap, "verbs: rank ", p, "'s address describes a job of ", wire.size, " ranks, this one has ",
          size_);
   }
-  if (static_cast<bool>(wire.roce) != port_.roce) {
-    fail(Status::config, "verbs: rank ", p, " uses ", wire.roce ? "RoCE" : "InfiniBand", " but this rank uses ",
-         port_.roce ? "RoCE" : "InfiniBand", "; set CHORUS_IB_DEVICE/CHORUS_IB_PORT to ports of one fabric");
-  }
+  check_same_fabric("verbs", p, wire.roce != 0, port_);
   // The QP the peer created for us.
   if (remote_qpns_.empty()) remote_qpns_.assign(static_cast<size_t>(size_), 0);
   std::memcpy(&remote_qpns_[static_cast<size_t>(p)], blob.data() + sizeof wire + 4 * static_cast<size_t>(rank_), 4);

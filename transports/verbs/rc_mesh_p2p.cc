@@ -19,11 +19,8 @@ void RcMeshTransport::post_eager(int peer, const void* header, size_t header_byt
 void RcMeshTransport::post_read(int peer, RemoteBuffer remote, MemoryRegion& local, size_t local_offset, size_t bytes,
                                 uint64_t context) {
   check_usable(peer);
-  ReadJob& job = reads_.start(context);
-  const std::vector<PendingRead> pieces =
-      read_pieces(job, port_.attr.max_msg_sz, remote, local, local_offset, bytes, "verbs");
-  if (bytes == 0) reads_.finish(&job);
-  flow_.read(peer, pieces, *this);
+  flow_.read(peer, start_read(reads_, context, port_.attr.max_msg_sz, remote, local, local_offset, bytes, "verbs"),
+             *this);
 }
 
 // --- rc::Poster ------------------------------------------------------------------

@@ -233,10 +233,7 @@ UdWireAddress UdTransport::parse_address(int p, const Blob& blob) {
          " address (magic 0x", std::hex, wire.magic, std::dec, ", version ", wire.version,
          "); all ranks must run the same chorus with CHORUS_VERBS_MODE=ud");
   }
-  if (static_cast<bool>(wire.roce) != port_.roce) {
-    fail(Status::config, "verbs UD: rank ", p, " uses ", wire.roce ? "RoCE" : "InfiniBand", " but this rank uses ",
-         port_.roce ? "RoCE" : "InfiniBand", "; set CHORUS_IB_DEVICE/CHORUS_IB_PORT to ports of one fabric");
-  }
+  check_same_fabric("verbs UD", p, wire.roce != 0, port_);
   return wire;
 }
 

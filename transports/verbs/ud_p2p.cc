@@ -19,7 +19,7 @@ UdWrKind wr_kind(uint64_t id) { return static_cast<UdWrKind>(wr_kind_bits(id)); 
 }  // namespace
 
 void UdTransport::post_eager(int peer, const void* header, size_t header_bytes, const void* payload,
-                size_t payload_bytes) {
+                             size_t payload_bytes) {
   check_usable(peer);
   const size_t bytes = header_bytes + payload_bytes;
   if (bytes > max_eager_) fail(Status::internal, "verbs UD: eager message of ", bytes, " bytes exceeds ", max_eager_);
@@ -27,16 +27,11 @@ void UdTransport::post_eager(int peer, const void* header, size_t header_bytes, 
 }
 
 void UdTransport::post_read(int peer, RemoteBuffer remote, MemoryRegion& local, size_t local_offset, size_t bytes,
-               uint64_t context) {
+                            uint64_t context) {
   check_usable(peer);
-  ReadJob& job = reads_.start(context);
   const std::vector<PendingRead> pieces =
-      read_pieces(job, port_.attr.max_msg_sz, remote, local, local_offset, bytes, "verbs UD");
-  if (bytes == 0) {
-    reads_.finish(&job);
-    return;
-  }
-  links_->enqueue(peer, pieces);
+      start_read(reads_, context, port_.attr.max_msg_sz, remote, local, local_offset, bytes, "verbs UD");
+  if (!pieces.empty()) links_->enqueue(peer, pieces);
 }
 
 int UdTransport::poll(Sink& sink) {
@@ -212,18 +207,8 @@ void UdTransport::complete_with_error(const ibv_wc& wc, Deliveries& deliveries) 
 }
 
 int UdTransport::report_async_failures(Sink& sink) {
-  if (!monitor_ || !monitor_->pending()) return 0;
-  int events = 0;
-  for (AsyncFailure& failure : monitor_->take()) {
-    if (failure.peer >= 0 && failure.peer < size_) {
-      failed_.insert(failure.peer);
-    } else {
-      fatal_ = failure.error;
-    }
-    sink.on_error(0, failure.peer, failure.error);
-    ++events;
-  }
-  return events;
+  if (!monitor_) return 0;
+  return monitor_->report(sink, size_, [this](int peer) { failed_.insert(peer); }, fatal_);
 }
 
 void Deliveries::on_message(int peer, uint8_t channel, const void* data, size_t bytes) {

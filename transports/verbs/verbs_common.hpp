@@ -116,6 +116,15 @@ class VerbsRegion final : public MemoryRegion {
 std::vector<PendingRead> read_pieces(ReadJob& job, uint32_t max_message_bytes, RemoteBuffer remote, MemoryRegion& local,
                                      size_t local_offset, size_t bytes, const char* transport);
 
+// Starts a job in `jobs` for one post_read() and cuts it into pieces
+// (read_pieces); a read of 0 bytes has none and is finished at once.
+std::vector<PendingRead> start_read(ReadJobs& jobs, uint64_t context, uint32_t max_message_bytes, RemoteBuffer remote,
+                                    MemoryRegion& local, size_t local_offset, size_t bytes, const char* transport);
+
+// Fails (Status::config) when `peer`'s port is of the other link layer
+// (RoCE vs InfiniBand) than ours; `transport` names the caller.
+void check_same_fabric(const char* transport, int peer, bool peer_roce, const PortChoice& port);
+
 // The signalled RDMA READ work request for `read`, gathering into `sge`; the
 // caller sets wr_id.
 ibv_send_wr read_work_request(const PendingRead& read, ibv_sge& sge);
