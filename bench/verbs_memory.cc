@@ -131,7 +131,7 @@ struct Measurement {
 Measurement measure_here(const std::string& mode, int ranks) {
   chorus::config::Settings settings = chorus::config::Settings::from_env();
   chorus::transport::VerbsOptions options;
-  options.settings = settings.verbs;
+  options.settings = chorus::transport::verbs::Settings::from_env();
   options.settings.mode = mode;
   options.max_eager_bytes = settings.eager_limit;
   options.timeout = settings.timeout;
@@ -140,7 +140,8 @@ Measurement measure_here(const std::string& mode, int ranks) {
   std::vector<std::unique_ptr<Transport>> transports;
   std::vector<chorus::transport::Blob> blobs;
   for (int r = 0; r < ranks; ++r) {
-    transports.push_back(chorus::transport::make_verbs_transport(r, ranks, options));
+    transports.push_back(mode == "ud" ? chorus::transport::make_ud_transport(r, ranks, options)
+                                         : chorus::transport::make_rc_mesh_transport(r, ranks, options));
     blobs.push_back(transports.back()->address());
   }
   for (auto& transport : transports) transport->connect(blobs);

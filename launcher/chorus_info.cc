@@ -6,6 +6,7 @@
 #include "common/config.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/tcp/tcp_transport.hpp"
+#include "transports/verbs/verbs_settings.hpp"
 
 #include <chorus/chorus.hpp>
 
@@ -90,9 +91,9 @@ void print_transports([[maybe_unused]] const OfiScan& ofi) {
 #endif
 #ifdef CHORUS_HAVE_VERBS
   std::printf("  verbs    built (RC mesh); devices here:\n");
-  chorus::config::VerbsSettings verbs;
+  chorus::transport::verbs::Settings verbs;
   try {
-    verbs = chorus::config::Settings::from_env().verbs;
+    verbs = chorus::transport::verbs::Settings::from_env();
   } catch (const std::exception& e) {
     std::printf("           (settings rejected: %s)\n", e.what());
   }
@@ -136,6 +137,14 @@ void print_variables(bool with_test_hooks) {
     }
     print_variable(variable.name, variable.default_value, variable.meaning);
   }
+  for (const auto& table : chorus::config::registered_tables()) {
+    std::printf(" %s:\n", table.heading);
+    for (const auto& variable : table.list()) {
+      if (chorus::config::kind_of(variable) == VariableKind::user) {
+        print_variable(variable.name, variable.default_value, variable.meaning);
+      }
+    }
+  }
   std::printf("\nSet by the launcher (chorusrun sets them; mpirun, srun and torchrun have their own):\n");
   for (const auto& variable : chorus::config::variables()) {
     if (chorus::config::kind_of(variable) == VariableKind::launcher) {
@@ -147,6 +156,13 @@ void print_variables(bool with_test_hooks) {
   for (const auto& variable : chorus::config::variables()) {
     if (chorus::config::kind_of(variable) == VariableKind::test_hook) {
       print_variable(variable.name, variable.default_value, variable.meaning);
+    }
+  }
+  for (const auto& table : chorus::config::registered_tables()) {
+    for (const auto& variable : table.list()) {
+      if (chorus::config::kind_of(variable) == VariableKind::test_hook) {
+        print_variable(variable.name, variable.default_value, variable.meaning);
+      }
     }
   }
 }

@@ -6,6 +6,7 @@
 #include "transports/inproc/inproc.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/tcp/tcp_transport.hpp"
+#include "transports/verbs/verbs_settings.hpp"
 
 #include <algorithm>
 
@@ -55,7 +56,7 @@ bool uses_tcp(const config::Settings& settings, bool all_ranks_on_one_host) {
 }
 
 #ifdef CHORUS_HAVE_VERBS
-topology::NicDescription describe_verbs_nic(const config::VerbsSettings& settings) {
+topology::NicDescription describe_verbs_nic(const transport::verbs::Settings& settings) {
   const transport::verbs::PortChoice port = transport::verbs::choose_port(settings);
   const transport::verbs::DeviceFacts facts = transport::verbs::device_facts(port.device);
   topology::NicDescription nic;
@@ -87,11 +88,14 @@ topology::NicDescription describe_ofi_nic(const config::Settings& settings, bool
 }  // namespace
 
 topology::NicDescription describe_nic(const config::Settings& settings, bool all_ranks_on_one_host) {
+  // Read whatever the transport: a bad CHORUS_IB_*/CHORUS_VERBS_* value
+  // stops every job at creation, as any other CHORUS_* variable does.
+  [[maybe_unused]] const transport::verbs::Settings verbs_settings = transport::verbs::Settings::from_env();
   if (settings.transport == "inproc") return topology::NicDescription{"inproc", 0, std::nullopt, {}};
   if (uses_native_shm(settings, all_ranks_on_one_host)) return topology::NicDescription{"shm", 0, std::nullopt, {}};
   if (uses_tcp(settings, all_ranks_on_one_host)) return topology::NicDescription{"tcp", 0, std::nullopt, {}};
 #ifdef CHORUS_HAVE_VERBS
-  if (uses_verbs(settings, all_ranks_on_one_host)) return describe_verbs_nic(settings.verbs);
+  if (uses_verbs(settings, all_ranks_on_one_host)) return describe_verbs_nic(verbs_settings);
 #endif
 #ifdef CHORUS_HAVE_OFI
   if (!uses_verbs(settings, all_ranks_on_one_host)) return describe_ofi_nic(settings, all_ranks_on_one_host);
@@ -134,11 +138,13 @@ std::unique_ptr<transport::Transport> create_transport(const config::Settings& s
 #ifdef CHORUS_HAVE_VERBS
   if (use_verbs) {
     transport::VerbsOptions options;
-    options.settings = settings.verbs;
+    options.settings = transport::verbs::Settings::from_env();
     options.max_eager_bytes = settings.eager_limit;
     options.timeout = settings.timeout;
     options.completion_vector = std::max(completion_vector, 0);
-    return transport::make_verbs_transport(rank, size, options);
+    // CHORUS_VERBS_MODE: the RC mesh, or the UD scalable mode for large jobs.
+    if (options.settings.mode == "ud") return transport::make_ud_transport(rank, size, options);
+    return transport::make_rc_mesh_transport(rank, size, options);
   }
 #else
   (void)completion_vector;

@@ -119,6 +119,16 @@ std::string env_choice(const char* name, const std::string& fallback, const std:
   bad_value(name, *text, "one of " + list);
 }
 
+std::optional<std::pair<int, int>> env_rank_and_count(const char* name, const char* expected) {
+  auto hook = get(name);
+  if (!hook) return std::nullopt;
+  const auto colon = hook->find(':');
+  auto rank = colon == std::string::npos ? std::nullopt : parse_int(hook->substr(0, colon), 0, 1 << 20);
+  auto count = colon == std::string::npos ? std::nullopt : parse_int(hook->substr(colon + 1), 0, 1 << 30);
+  if (!rank || !count) bad_value(name, *hook, expected);
+  return std::pair<int, int>(static_cast<int>(*rank), static_cast<int>(*count));
+}
+
 const std::vector<VariableDoc>& variables() {
   static const std::vector<VariableDoc> docs = {
       {"CHORUS_TRANSPORT", "auto",
@@ -136,24 +146,6 @@ const std::vector<VariableDoc>& variables() {
        "across them (1..16)"},
       {"CHORUS_TCP_SOCKET_BUFFER", "0",
        "tcp transport: SO_SNDBUF/SO_RCVBUF bytes per connection; 0 keeps the kernel's autotuning (0..1G)"},
-      {"CHORUS_IB_DEVICE", "auto", "verbs device name, e.g. mlx5_0 or rxe0 (auto: the first with an active port)"},
-      {"CHORUS_IB_PORT", "auto", "verbs port number, 1..255 (auto: the device's first active port)"},
-      {"CHORUS_IB_GID_INDEX", "auto",
-       "GID index, 0..1023 (auto on RoCE: skip empty and link-local GIDs, prefer RoCE v2 with an IPv4 address)"},
-      {"CHORUS_VERBS_SRQ", "0", "1: one shared receive queue for all peers instead of receive buffers per QP"},
-      {"CHORUS_VERBS_CONNECT", "bootstrap",
-       "bootstrap: QP numbers and GIDs exchanged through the store; rdmacm: connect through rdma_cm"},
-      {"CHORUS_VERBS_RECV_DEPTH", "64", "eager receive buffers (and send credits) per peer, 2..4096"},
-      {"CHORUS_VERBS_CQ_ENTRIES", "auto",
-       "completion queue size; setup fails if it is smaller than the work requests that can be outstanding"},
-      {"CHORUS_VERBS_QP_TIMEOUT", "14", "RC local ACK timeout exponent: 4.096 us * 2^value per try (1..31)"},
-      {"CHORUS_VERBS_RETRY_COUNT", "7", "RC transport retries before a send fails (0..7)"},
-      {"CHORUS_VERBS_MODE", "rc",
-       "rc: one RC QP per peer (RC mesh); ud: one UD QP and SRQ per process with software reliability, RC QPs "
-       "only for rendezvous reads (scalable mode)"},
-      {"CHORUS_UD_RC_MAX", "16", "UD mode: RC QPs kept for rendezvous reads, least recently used closed first (1..4096)"},
-      {"CHORUS_TEST_VERBS_QP_ERROR", "unset",
-       "test hook, PEER:N: after N eager sends every other rank moves its QP to PEER into the error state"},
       {"CHORUS_TEST_OFI_STALL", "unset",
        "test hook, RANK:N: on RANK the N-th libfabric data-path call spins forever, as on a lock a dead peer holds"},
       {"CHORUS_BIND", "none",
@@ -194,6 +186,16 @@ const std::vector<VariableDoc>& variables() {
   return docs;
 }
 
+std::vector<VariableTable>& registered_tables() {
+  static std::vector<VariableTable> tables;  // built by static initialisers: a function-local static
+  return tables;
+}
+
+bool register_variables(const char* heading, const std::vector<VariableDoc>& (*list)()) {
+  registered_tables().push_back(VariableTable{heading, list});
+  return true;
+}
+
 VariableKind kind_of(const VariableDoc& variable) {
   if (std::string_view(variable.name).starts_with("CHORUS_TEST_")) return VariableKind::test_hook;
   if (std::string_view(variable.default_value).starts_with("(set by")) return VariableKind::launcher;
@@ -210,11 +212,15 @@ std::string upper(std::string_view text) {
   return result;
 }
 
-// Every name a variable may have: the table's, with CHORUS_ALGO_<OP> expanded.
+// Every name a variable may have: the table's and the layers' own tables
+// (register_variables), with CHORUS_ALGO_<OP> expanded.
 std::vector<std::string> known_names() {
   std::vector<std::string> names;
   for (const auto& variable : variables()) {
     if (std::string_view(variable.name).find('<') == std::string_view::npos) names.emplace_back(variable.name);
+  }
+  for (const auto& table : registered_tables()) {
+    for (const auto& variable : table.list()) names.emplace_back(variable.name);
   }
   for (int i = 0; i < kNumCollectives; ++i) names.push_back(algorithm_variable(static_cast<Collective>(i)));
   return names;
@@ -310,22 +316,7 @@ Settings Settings::from_env() {
   s.tcp.streams = static_cast<int>(env_int("CHORUS_TCP_STREAMS", s.tcp.streams, 1, 16));
   s.tcp.socket_buffer = env_bytes("CHORUS_TCP_SOCKET_BUFFER", s.tcp.socket_buffer, 0, 1ull << 30);
   if (auto provider = get("CHORUS_OFI_PROVIDER")) s.ofi_provider = *provider;
-  VerbsSettings& v = s.verbs;
-  if (auto device = get("CHORUS_IB_DEVICE")) v.device = *device;
-  v.port = static_cast<int>(env_int("CHORUS_IB_PORT", v.port, 1, 255));
-  v.gid_index = static_cast<int>(env_int("CHORUS_IB_GID_INDEX", v.gid_index, 0, 1023));
-  v.srq = env_bool("CHORUS_VERBS_SRQ", v.srq);
-  v.connect = env_choice("CHORUS_VERBS_CONNECT", v.connect, {"bootstrap", "rdmacm"});
-  v.recv_depth = static_cast<int>(env_int("CHORUS_VERBS_RECV_DEPTH", v.recv_depth, 2, 4096));
-  v.cq_entries = static_cast<int>(env_int("CHORUS_VERBS_CQ_ENTRIES", v.cq_entries, 1, 1 << 24));
-  v.qp_timeout = static_cast<int>(env_int("CHORUS_VERBS_QP_TIMEOUT", v.qp_timeout, 1, 31));
-  v.retry_count = static_cast<int>(env_int("CHORUS_VERBS_RETRY_COUNT", v.retry_count, 0, 7));
-  v.mode = env_choice("CHORUS_VERBS_MODE", v.mode, {"rc", "ud"});
-  v.ud_rc_max = static_cast<int>(env_int("CHORUS_UD_RC_MAX", v.ud_rc_max, 1, 4096));
-  if (auto hook = rank_and_count("CHORUS_TEST_VERBS_QP_ERROR", "PEER:N (rank and eager-send count)")) {
-    std::tie(v.test_qp_error_peer, v.test_qp_error_after) = *hook;
-  }
-  if (auto hook = rank_and_count("CHORUS_TEST_OFI_STALL", "RANK:N (rank and provider-call count)")) {
+  if (auto hook = env_rank_and_count("CHORUS_TEST_OFI_STALL", "RANK:N (rank and provider-call count)")) {
     std::tie(s.test_ofi_stall_rank, s.test_ofi_stall_after) = *hook;
   }
   s.bind = env_choice("CHORUS_BIND", s.bind, {"auto", "nic", "core", "none"});

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace chorus::config {
@@ -37,8 +38,14 @@ bool env_bool(const char* name, bool fallback);
 // One of `choices` (case-sensitive); returns the fallback when unset.
 std::string env_choice(const char* name, const std::string& fallback, const std::vector<std::string>& choices);
 
-// Every CHORUS_* variable chorus reads, declared once, in the table of
-// variables() in config.cc: name, default, meaning. The known-variable list
+// A test hook's "RANK:N" value (rank 0..2^20, count 0..2^30), or nullopt when
+// the variable is unset; a malformed value names `expected`.
+std::optional<std::pair<int, int>> env_rank_and_count(const char* name, const char* expected);
+
+// Every CHORUS_* variable chorus reads, declared once: in the table of
+// variables() in config.cc (name, default, meaning), or in a layer's own
+// table that the layer registers (register_variables; the verbs layer's is
+// transports/verbs/verbs_settings.cc). The known-variable list
 // (the unknown-variable warning), chorus_info (effective values, validation)
 // and README.md's table derive from it. To add a setting: one entry in that
 // table (a test hook's name starts with CHORUS_TEST_; a variable the launcher
@@ -50,6 +57,16 @@ struct VariableDoc {
   const char* meaning;
 };
 const std::vector<VariableDoc>& variables();
+
+// A layer's own table of variables, registered by a static initialiser in
+// the layer (e.g. `static const bool registered = register_variables(...)`):
+// its names count as known, and chorus_info prints them under `heading`.
+struct VariableTable {
+  const char* heading;
+  const std::vector<VariableDoc>& (*list)();
+};
+bool register_variables(const char* heading, const std::vector<VariableDoc>& (*list)());
+std::vector<VariableTable>& registered_tables();
 
 enum class VariableKind { user, launcher, test_hook };
 VariableKind kind_of(const VariableDoc& variable);
@@ -73,25 +90,6 @@ std::vector<UnknownVariable> unknown_variables();
 std::string describe(const UnknownVariable& unknown);
 // Logs one warning per unknown variable (as UCX does for UCX_*).
 void warn_unknown_variables();
-
-// Verbs transport settings (docs/transport-verbs.md).
-struct VerbsSettings {
-  std::string device;          // CHORUS_IB_DEVICE ("" = first device with an active port)
-  int port = 0;                // CHORUS_IB_PORT (0 = first active port)
-  int gid_index = -1;          // CHORUS_IB_GID_INDEX (-1 = best GID, see choose_gid)
-  bool srq = false;            // CHORUS_VERBS_SRQ
-  std::string connect = "bootstrap";  // CHORUS_VERBS_CONNECT: bootstrap or rdmacm
-  int recv_depth = 64;         // CHORUS_VERBS_RECV_DEPTH: eager receive buffers per peer
-  int cq_entries = 0;          // CHORUS_VERBS_CQ_ENTRIES (0 = sized from the queues)
-  int qp_timeout = 14;         // CHORUS_VERBS_QP_TIMEOUT: 4.096 us * 2^value per try
-  int retry_count = 7;         // CHORUS_VERBS_RETRY_COUNT
-  std::string mode = "rc";     // CHORUS_VERBS_MODE: rc (RC mesh) or ud (UD + SRQ scalable mode)
-  int ud_rc_max = 16;          // CHORUS_UD_RC_MAX: RC QPs kept for rendezvous reads in UD mode
-  // Test hook CHORUS_TEST_VERBS_QP_ERROR="PEER:N": after N eager sends, move
-  // the QP to PEER into the error state (fault tests; never set in production).
-  int test_qp_error_peer = -1;
-  int test_qp_error_after = 0;
-};
 
 // TCP transport settings (docs/transport-tcp.md).
 struct TcpSettings {
@@ -117,7 +115,6 @@ struct Settings {
   // data-path call spins instead of returning (the stall escape's tests).
   int test_ofi_stall_rank = -1;
   int test_ofi_stall_after = 0;
-  VerbsSettings verbs;
   TcpSettings tcp;
   std::string bind = "none";                                     // CHORUS_BIND: none (default), auto, nic, core
   bool report_bindings = false;                                  // CHORUS_REPORT_BINDINGS

@@ -77,7 +77,7 @@ TEST(Config, ValidValuesAreRead) {
 }
 
 // Every variable Settings reads, with a bad value: the message names it and
-// the accepted values.
+// the accepted values. (The verbs layer's own: tests/verbs/test_verbs_settings.cc.)
 struct BadValue {
   const char* name;
   const char* value;
@@ -111,19 +111,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"CHORUS_LOG_LEVEL", "loud", "one of error, warn, info, debug"},
                       BadValue{"CHORUS_TCP_STREAMS", "0", "integer from 1 to 16"},
                       BadValue{"CHORUS_TCP_SOCKET_BUFFER", "big", "byte count"},
-                      BadValue{"CHORUS_IB_PORT", "0", "integer from 1 to 255"},
-                      BadValue{"CHORUS_IB_GID_INDEX", "first", "integer from 0 to 1023"},
-                      BadValue{"CHORUS_VERBS_SRQ", "maybe", "one of 1, 0, true, false"},
-                      BadValue{"CHORUS_VERBS_CONNECT", "pigeon", "one of bootstrap, rdmacm"},
-                      BadValue{"CHORUS_VERBS_RECV_DEPTH", "1", "integer from 2 to 4096"},
-                      BadValue{"CHORUS_VERBS_CQ_ENTRIES", "0", "integer from 1 to 16777216"},
-                      BadValue{"CHORUS_VERBS_QP_TIMEOUT", "32", "integer from 1 to 31"},
-                      BadValue{"CHORUS_VERBS_RETRY_COUNT", "8", "integer from 0 to 7"},
-                      BadValue{"CHORUS_VERBS_MODE", "dc", "one of rc, ud"},
-                      BadValue{"CHORUS_UD_RC_MAX", "0", "integer from 1 to 4096"},
                       BadValue{"CHORUS_LEAVE_PINNED", "perhaps", "one of 1, 0, true, false"},
                       BadValue{"CHORUS_CHECK_CALLS", "sometimes", "one of 1, 0, true, false"},
-                      BadValue{"CHORUS_TEST_VERBS_QP_ERROR", "1", "PEER:N"},
                       BadValue{"CHORUS_BIND", "bogus", "one of auto, nic, core, none"},
                       BadValue{"CHORUS_REPORT_BINDINGS", "loud", "one of 1, 0, true, false"},
                       BadValue{"CHORUS_TOPOLOGY_XML", "/nonexistent/topology.xml", "a readable hwloc XML file"}),

@@ -1,7 +1,6 @@
 // verbs-probe: exits 0 and prints the port chorus would use when an RDMA
 // device with an active port is present; otherwise prints why the verbs
 // tests are skipped and exits 77 (ctest's SKIP_RETURN_CODE here).
-#include "common/config.hpp"
 #include "transports/verbs/verbs_device.hpp"
 
 #include <cstdio>
@@ -13,7 +12,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    auto choice = chorus::transport::verbs::choose_port(chorus::config::Settings::from_env().verbs);
+    auto choice = chorus::transport::verbs::choose_port(chorus::transport::verbs::Settings::from_env());
     std::printf("verbs device: %s port %d GID %d %s\n", choice.device.c_str(), choice.port, choice.gid_index,
                 chorus::transport::verbs::gid_to_string(choice.gid).c_str());
     return 0;

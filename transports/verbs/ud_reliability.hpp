@@ -1,4 +1,5 @@
-// Software reliability for the UD scalable mode (DESIGN.md §4, docs/transport-ud.md).
+// Software reliability for the UD scalable mode (docs/transport-ud.md,
+// docs/architecture.md §4).
 //
 // UD delivers datagrams of at most one path MTU, may lose them, and (across
 // switches) may duplicate or reorder them. This state machine turns that into

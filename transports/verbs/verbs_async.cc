@@ -35,6 +35,22 @@ AsyncEventMonitor::~AsyncEventMonitor() {
   close(notify_fd_);
 }
 
+int AsyncEventMonitor::report(Sink& sink, int size, const std::function<void(int peer)>& fail_peer,
+                              std::optional<Error>& fatal) {
+  if (!pending()) return 0;
+  int events = 0;
+  for (AsyncFailure& failure : take()) {
+    if (failure.peer >= 0 && failure.peer < size) {
+      fail_peer(failure.peer);
+    } else {
+      fatal = failure.error;
+    }
+    sink.on_error(0, failure.peer, failure.error);
+    ++events;
+  }
+  return events;
+}
+
 std::vector<AsyncFailure> AsyncEventMonitor::take() {
   std::lock_guard lock(mutex_);
   std::vector<AsyncFailure> out;

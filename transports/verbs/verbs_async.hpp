@@ -5,12 +5,14 @@
 #pragma once
 
 #include "common/error.hpp"
+#include "transports/transport.hpp"
 
 #include <infiniband/verbs.h>
 
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -34,10 +36,14 @@ class AsyncEventMonitor {
   // Readable while failures are waiting to be taken.
   int event_fd() const { return notify_fd_; }
   bool pending() const { return pending_.load(std::memory_order_acquire); }
-  std::vector<AsyncFailure> take();
+  // Hands every failure waiting to `sink` (from poll()): one of a peer in
+  // 0..size-1 goes to fail_peer too, any other becomes `fatal`. Returns how
+  // many there were.
+  int report(Sink& sink, int size, const std::function<void(int peer)>& fail_peer, std::optional<Error>& fatal);
   uint64_t events_seen() const { return events_seen_.load(); }
 
  private:
+  std::vector<AsyncFailure> take();
   void run();
   void handle(const ibv_async_event& event);
 

@@ -41,6 +41,21 @@ std::vector<PendingRead> read_pieces(ReadJob& job, uint32_t max_message_bytes, R
   return pieces;
 }
 
+std::vector<PendingRead> start_read(ReadJobs& jobs, uint64_t context, uint32_t max_message_bytes, RemoteBuffer remote,
+                                    MemoryRegion& local, size_t local_offset, size_t bytes, const char* transport) {
+  ReadJob& job = jobs.start(context);
+  std::vector<PendingRead> pieces = read_pieces(job, max_message_bytes, remote, local, local_offset, bytes, transport);
+  if (pieces.empty()) jobs.finish(&job);
+  return pieces;
+}
+
+void check_same_fabric(const char* transport, int peer, bool peer_roce, const PortChoice& port) {
+  if (peer_roce != port.roce) {
+    fail(Status::config, transport, ": rank ", peer, " uses ", peer_roce ? "RoCE" : "InfiniBand", " but this rank uses ",
+         port.roce ? "RoCE" : "InfiniBand", "; set CHORUS_IB_DEVICE/CHORUS_IB_PORT to ports of one fabric");
+  }
+}
+
 int ReadJobs::deliver(Sink& sink) {
   const int ended = static_cast<int>(finished_.size());
   for (ReadJob* job : finished_) {

@@ -5,11 +5,11 @@
 
 #include "transports/transport.hpp"
 #include "transports/verbs/verbs_device.hpp"
+#include "transports/verbs/verbs_reads.hpp"
 #include "transports/verbs/verbs_resources.hpp"
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <vector>
 
@@ -110,45 +110,20 @@ class VerbsRegion final : public MemoryRegion {
   MrPtr mr_;
 };
 
-// One post_read(): done when its last piece completes.
-struct ReadJob {
-  uint64_t context;
-  size_t pieces_left = 0;
-  bool failed = false;
-};
-
-// The reads a transport has in progress. A deque: pieces point at their
-// job until it ends.
-class ReadJobs {
- public:
-  ReadJob& start(uint64_t context) { return jobs_.emplace_back(ReadJob{context}); }
-  // Every piece of `job` ended (or it had none).
-  void finish(ReadJob* job) { finished_.push_back(job); }
-  bool any_finished() const { return !finished_.empty(); }
-  // Tells `sink` of each finished job that did not fail (a failed one was
-  // reported with its error), forgets them; returns how many ended.
-  int deliver(Sink& sink);
-
- private:
-  std::deque<ReadJob> jobs_;
-  std::vector<ReadJob*> finished_;
-};
-
-// One RDMA READ work request of a job.
-struct PendingRead {
-  ReadJob* job;
-  uint64_t local_address;
-  uint32_t lkey;
-  uint32_t bytes;
-  uint64_t remote_address;
-  uint32_t rkey;
-};
-
 // Cuts a read of `bytes` from `remote` into `local` at `local_offset` into
 // work requests of at most the port's largest message (and 1 GiB), and sets
 // job.pieces_left. Fails, naming `transport`, when the read would overrun `local`.
 std::vector<PendingRead> read_pieces(ReadJob& job, uint32_t max_message_bytes, RemoteBuffer remote, MemoryRegion& local,
                                      size_t local_offset, size_t bytes, const char* transport);
+
+// Starts a job in `jobs` for one post_read() and cuts it into pieces
+// (read_pieces); a read of 0 bytes has none and is finished at once.
+std::vector<PendingRead> start_read(ReadJobs& jobs, uint64_t context, uint32_t max_message_bytes, RemoteBuffer remote,
+                                    MemoryRegion& local, size_t local_offset, size_t bytes, const char* transport);
+
+// Fails (Status::config) when `peer`'s port is of the other link layer
+// (RoCE vs InfiniBand) than ours; `transport` names the caller.
+void check_same_fabric(const char* transport, int peer, bool peer_roce, const PortChoice& port);
 
 // The signalled RDMA READ work request for `read`, gathering into `sge`; the
 // caller sets wr_id.

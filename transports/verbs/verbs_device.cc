@@ -65,7 +65,7 @@ std::vector<GidCandidate> read_gid_table(ibv_context* context, int port, int tab
 }
 
 // Fills choice.gid* for the port; config error when the requested index is unusable.
-void choose_port_gid(ibv_context* context, const config::VerbsSettings& settings, PortChoice& choice) {
+void choose_port_gid(ibv_context* context, const Settings& settings, PortChoice& choice) {
   auto table = read_gid_table(context, choice.port, choice.attr.gid_tbl_len);
   auto use = [&](const GidCandidate& c) {
     choice.gid_index = c.index;
@@ -135,7 +135,7 @@ const char* mtu_string(ibv_mtu mtu) {
   return "?";
 }
 
-PortChoice choose_port(const config::VerbsSettings& settings) {
+PortChoice choose_port(const Settings& settings) {
   DeviceList devices;
   if (devices.count == 0) {
     fail(Status::unsupported, "verbs: no RDMA device found (ibv_get_device_list: ",
@@ -185,7 +185,7 @@ PortChoice choose_port(const config::VerbsSettings& settings) {
 
 bool active_port_present() {
   try {
-    config::VerbsSettings defaults;
+    Settings defaults;
     choose_port(defaults);
     return true;
   } catch (const std::exception&) {
@@ -193,7 +193,7 @@ bool active_port_present() {
   }
 }
 
-std::vector<std::string> describe_devices(const config::VerbsSettings& settings) {
+std::vector<std::string> describe_devices(const Settings& settings) {
   std::vector<std::string> lines;
   try {
     DeviceList devices;

@@ -1,9 +1,10 @@
-// Device, port and GID selection for the verbs transport (DESIGN.md §4):
-// CHORUS_IB_DEVICE / CHORUS_IB_PORT / CHORUS_IB_GID_INDEX, else the first
-// active port and, on RoCE, the best GID (choose_gid).
+// Device, port and GID selection for the verbs transports
+// (docs/transport-verbs.md, "Device, port, GID"): CHORUS_IB_DEVICE /
+// CHORUS_IB_PORT / CHORUS_IB_GID_INDEX, else the first active port and, on
+// RoCE, the best GID (choose_gid).
 #pragma once
 
-#include "common/config.hpp"
+#include "transports/verbs/verbs_settings.hpp"
 #include "topology/nic.hpp"
 #include "transports/verbs/verbs_resources.hpp"
 
@@ -47,7 +48,7 @@ struct PortChoice {
 // Applies the settings to the machine's devices. Throws Error(Status::config)
 // when a named device/port/GID does not exist or is not usable, and
 // Error(Status::unsupported) when there is no RDMA device at all.
-PortChoice choose_port(const config::VerbsSettings& settings);
+PortChoice choose_port(const Settings& settings);
 
 // True when some device has an active port (CHORUS_TRANSPORT=auto uses verbs
 // for multi-host jobs then). Never throws.
@@ -55,7 +56,7 @@ bool active_port_present();
 
 // Lines describing every device and port, with the choice the settings lead
 // to (chorus_info prints them). Never throws.
-std::vector<std::string> describe_devices(const config::VerbsSettings& settings);
+std::vector<std::string> describe_devices(const Settings& settings);
 
 const char* mtu_string(ibv_mtu mtu);
 

@@ -25,7 +25,7 @@ std::string ip_text(uint32_t ipv4, uint16_t port) {
 
 }  // namespace
 
-CmConnector::CmConnector(const PortChoice& port, int rank, const config::VerbsSettings& settings)
+CmConnector::CmConnector(const PortChoice& port, int rank, const Settings& settings)
     : rank_(rank), settings_(settings), rank_wire_(static_cast<uint32_t>(rank)) {
   if (!is_ipv4_mapped(port.gid)) {
     fail(Status::config, "CHORUS_VERBS_CONNECT=\"rdmacm\": ", port.device, " port ", port.port, " GID ",

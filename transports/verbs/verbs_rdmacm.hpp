@@ -6,7 +6,7 @@
 // would give it two QPs).
 #pragma once
 
-#include "common/config.hpp"
+#include "transports/verbs/verbs_settings.hpp"
 #include "transports/verbs/verbs_device.hpp"
 
 #include <rdma/rdma_cma.h>
@@ -27,7 +27,7 @@ struct CmPeer {
 
 class CmConnector {
  public:
-  CmConnector(const PortChoice& port, int rank, const config::VerbsSettings& settings);
+  CmConnector(const PortChoice& port, int rank, const Settings& settings);
   ~CmConnector();
   CmConnector(const CmConnector&) = delete;
   CmConnector& operator=(const CmConnector&) = delete;
@@ -55,7 +55,7 @@ class CmConnector {
   rdma_conn_param connection_parameters(const CmPeer& peer) const;
 
   int rank_;
-  config::VerbsSettings settings_;
+  Settings settings_;
   rdma_event_channel* channel_ = nullptr;
   rdma_cm_id* listener_ = nullptr;
   uint32_t ipv4_ = 0;

@@ -1,0 +1,43 @@
+// The verbs layer's settings (docs/transport-verbs.md, docs/transport-ud.md):
+// every CHORUS_IB_* / CHORUS_VERBS_* / CHORUS_UD_* variable, its default, its
+// range and its meaning, declared here beside the transports that use them.
+// No verbs types: this file is built even without libibverbs, so a bad value
+// stops every job the same way whatever the transport (the factory reads
+// these at communicator creation).
+#pragma once
+
+#include "common/config.hpp"
+
+#include <string>
+#include <vector>
+
+namespace chorus::transport::verbs {
+
+struct Settings {
+  std::string device;          // CHORUS_IB_DEVICE ("" = first device with an active port)
+  int port = 0;                // CHORUS_IB_PORT (0 = first active port)
+  int gid_index = -1;          // CHORUS_IB_GID_INDEX (-1 = best GID, see choose_gid)
+  bool srq = false;            // CHORUS_VERBS_SRQ
+  std::string connect = "bootstrap";  // CHORUS_VERBS_CONNECT: bootstrap or rdmacm
+  int recv_depth = 64;         // CHORUS_VERBS_RECV_DEPTH: eager receive buffers per peer
+  int cq_entries = 0;          // CHORUS_VERBS_CQ_ENTRIES (0 = sized from the queues)
+  int qp_timeout = 14;         // CHORUS_VERBS_QP_TIMEOUT: 4.096 us * 2^value per try
+  int retry_count = 7;         // CHORUS_VERBS_RETRY_COUNT
+  std::string mode = "rc";     // CHORUS_VERBS_MODE: rc (RC mesh) or ud (UD + SRQ scalable mode)
+  int ud_rc_max = 16;          // CHORUS_UD_RC_MAX: RC QPs kept for rendezvous reads in UD mode
+  // Test hook CHORUS_TEST_VERBS_QP_ERROR="PEER:N": after N eager sends, move
+  // the QP to PEER into the error state (fault tests; never set in
+  // production). Resolved once when the RC mesh is made (rc_mesh_init.cc):
+  // the data path never looks at it.
+  int test_qp_error_peer = -1;
+  int test_qp_error_after = 0;
+
+  // Reads and validates every variable above; throws Error(Status::config)
+  // naming the variable, the value and what is accepted.
+  static Settings from_env();
+};
+
+// The variables above with their defaults and meanings (chorus_info prints them).
+const std::vector<config::VariableDoc>& variables();
+
+}  // namespace chorus::transport::verbs
