@@ -146,10 +146,10 @@ Options (--option=value works too):
   --bind nic|core|none  where each rank runs (CHORUS_BIND): nic = one core each,
                         near the NIC first, then the NIC's socket, then the rest;
                         core = one core each in order; none = unbound. Ranks
-                        beyond the cores are spread round-robin. Default: keep a
-                        binding the ranks already have, else nic for up to 2
-                        ranks per host, a socket each beyond, none when ranks
-                        outnumber cores (docs/placement.md)
+                        beyond the cores are spread round-robin. Default: none
+                        (chorus binds nothing; a binding the ranks already have
+                        is kept); -x CHORUS_BIND=auto gives the former default
+                        (docs/placement.md)
   --bind-to core|none   mpirun's spelling of --bind core / --bind none
   --report-bindings     every rank prints its host, rank, cpuset (read back after
                         binding), NIC and CQ completion vector

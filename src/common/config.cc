@@ -285,21 +285,6 @@ void warn_unknown_variables() {
   for (const auto& unknown : unknown_variables()) log::warn(describe(unknown));
 }
 
-namespace {
-
-// A test hook's "RANK:N" value, or nullopt when the variable is unset.
-std::optional<std::pair<int, int>> rank_and_count(const char* name, const char* expected) {
-  auto hook = get(name);
-  if (!hook) return std::nullopt;
-  const auto colon = hook->find(':');
-  auto rank = colon == std::string::npos ? std::nullopt : parse_int(hook->substr(0, colon), 0, 1 << 20);
-  auto count = colon == std::string::npos ? std::nullopt : parse_int(hook->substr(colon + 1), 0, 1 << 30);
-  if (!rank || !count) bad_value(name, *hook, expected);
-  return std::pair<int, int>(static_cast<int>(*rank), static_cast<int>(*count));
-}
-
-}  // namespace
-
 Settings Settings::from_env() {
   Settings s;
   s.timeout = env_seconds("CHORUS_TIMEOUT", s.timeout, 86400.0);
