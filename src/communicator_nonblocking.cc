@@ -9,6 +9,13 @@
 
 namespace chorus {
 
+namespace {
+// Operations from this size on wake a napping progress thread at once; below
+// it, a wakeup (a context switch on a busy machine) costs more than the
+// operation, so the thread's next tick or the caller's wait moves it.
+constexpr size_t kLargeOperationBytes = 64 * 1024;
+}  // namespace
+
 nb::Progress& Session::nonblocking() {
   if (!progress) {
     // The progress thread spins like a waiting caller only when every local
@@ -74,10 +81,14 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
     if (done.error && !sticky_error_) sticky_error_ = *done.error;  // a detached one's error still counts
   };
   nb::Operation* raw = operation.get();
-  session_->nonblocking().start_collective(operation, [this, prepared, raw] {
-    nb::FiberSuspender suspender(*raw);
-    execute(prepared, *raw->scratch, &suspender);
-  });
+  const bool large = payload_bytes(op, args, size()) >= kLargeOperationBytes;
+  session_->nonblocking().start_collective(
+      operation,
+      [this, prepared, raw] {
+        nb::FiberSuspender suspender(*raw);
+        execute(prepared, *raw->scratch, &suspender);
+      },
+      large);
   return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
 }
 
@@ -109,7 +120,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
       done.error = sticky_error_;
     }
   };
-  session_->nonblocking().start_point_to_point(operation);
+  session_->nonblocking().start_point_to_point(operation, bytes >= kLargeOperationBytes);
   return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
 }
 
@@ -141,7 +152,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
     const int source = rank_of_engine_rank_[static_cast<size_t>(done.completion.source)];
     done.received = Received{source, p2p::CallTag::user_tag_of(done.completion.tag), done.completion.bytes};
   };
-  session_->nonblocking().start_point_to_point(operation);
+  session_->nonblocking().start_point_to_point(operation, bytes >= kLargeOperationBytes);
   return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
 }
 

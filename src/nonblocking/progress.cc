@@ -28,6 +28,10 @@ constexpr auto kFailureProbeInterval = std::chrono::seconds(1);
 // and nothing happens (shared memory has no wait fd; others may miss events).
 constexpr auto kLongestNap = std::chrono::microseconds(200);
 constexpr auto kFirstNap = std::chrono::microseconds(10);
+// With nothing outstanding, the thread ticks this often for a while after
+// the last operation, then sleeps until woken.
+constexpr auto kTick = std::chrono::microseconds(1000);
+constexpr auto kTickWindow = std::chrono::seconds(1);
 
 // "0,2,3" (this layer does not link the topology's formatter).
 std::string cpu_list(const std::vector<unsigned>& cpus) {
@@ -75,11 +79,11 @@ Progress::~Progress() {
   engine_.set_progress_hook(nullptr);
 }
 
-void Progress::add(const std::shared_ptr<Operation>& operation) {
+void Progress::add(const std::shared_ptr<Operation>& operation, bool large) {
   operations_.push_back(operation);
   outstanding_.fetch_add(1);
   ensure_thread();
-  wake_thread();
+  wake_thread(large);
 }
 
 void Progress::remove(Operation& operation) {
@@ -92,16 +96,17 @@ void Progress::remove(Operation& operation) {
   finish(*keep);
 }
 
-void Progress::start_collective(const std::shared_ptr<Operation>& operation, std::function<void()> body) {
+void Progress::start_collective(const std::shared_ptr<Operation>& operation, std::function<void()> body,
+                                bool large) {
   operation->fiber = std::make_unique<Fiber>(std::move(body), kFiberStackBytes);
-  add(operation);
+  add(operation, large);
   // Run it to its first wait now: its first messages leave before the
   // caller goes back to computing.
   if (step(*operation) == Step::completed) remove(*operation);
 }
 
-void Progress::start_point_to_point(const std::shared_ptr<Operation>& operation) {
-  add(operation);
+void Progress::start_point_to_point(const std::shared_ptr<Operation>& operation, bool large) {
+  add(operation, large);
   if (step(*operation) == Step::completed) remove(*operation);
 }
 
@@ -305,10 +310,12 @@ void Progress::ensure_thread() {
   }
 }
 
-void Progress::wake_thread() {
+void Progress::wake_thread(bool large) {
   // Paired with the thread's store of thread_sleeping_ before it re-checks
-  // outstanding_ (both sequentially consistent): no wakeup is lost.
-  if (thread_.joinable() && thread_sleeping_.load()) {
+  // outstanding_ (both sequentially consistent): no wakeup is lost. A thread
+  // in a timed nap is woken only for a large operation; it sees a small one
+  // at its next tick.
+  if (thread_.joinable() && (thread_sleeping_.load() || (large && thread_napping_.load()))) {
     const uint64_t one = 1;
     if (write(wake_fd_, &one, sizeof one) < 0 && errno != EAGAIN) {
       log::warn("waking the progress thread failed: ", errno_string(errno));
@@ -326,7 +333,8 @@ void Progress::nap(int transport_fd, std::chrono::microseconds limit) {
     timeout.tv_nsec = static_cast<long>(limit.count() % 1000000) * 1000;
     timeout_ptr = &timeout;
   }
-  thread_sleeping_.store(true);
+  std::atomic<bool>& flag = limit.count() < 0 ? thread_sleeping_ : thread_napping_;
+  flag.store(true);
   // Checked after announcing the nap: an operation started from now on
   // wakes the thread, one started before is seen here.
   const bool skip = stop_.load() || (limit.count() < 0 && outstanding_.load() != 0);
@@ -335,7 +343,7 @@ void Progress::nap(int transport_fd, std::chrono::microseconds limit) {
       log::warn("the progress thread's ppoll failed: ", errno_string(errno));
     }
   }
-  thread_sleeping_.store(false);
+  flag.store(false);
   if ((fds[0].revents & POLLIN) != 0) {
     uint64_t drained = 0;
     (void)!read(wake_fd_, &drained, sizeof drained);
@@ -371,13 +379,23 @@ void Progress::thread_main() {
   auto backoff = kFirstNap;
   while (!stop_.load()) {
     if (outstanding_.load() == 0) {
-      nap(-1, std::chrono::microseconds(-1));  // until an operation is started
-      last_event = Clock::now();
+      // Within a second of the last operation, tick: a small operation
+      // started now is seen within a tick without a wakeup. After that,
+      // sleep until an operation starts (no CPU time while idle).
+      if (Clock::now() - last_event < kTickWindow) {
+        nap(-1, kTick);
+      } else {
+        nap(-1, std::chrono::microseconds(-1));
+        last_event = Clock::now();
+      }
       backoff = kFirstNap;
       continue;
     }
-    if (mutex_.wanted()) {
-      std::this_thread::yield();  // an application thread drives now
+    // An application thread drives now (it waits for the lock, or holds it):
+    // step aside without queueing on the lock, which would cost it a wakeup.
+    if (mutex_.wanted() || !mutex_.try_lock_quietly()) {
+      nap(-1, backoff);
+      backoff = std::min<std::chrono::microseconds>(backoff * 2, kLongestNap);
       continue;
     }
     int events = 0;
@@ -385,7 +403,6 @@ void Progress::thread_main() {
     bool may_block = false;
     auto now = Clock::now();
     {
-      mutex_.lock_quietly();
       std::unique_lock lock(mutex_, std::adopt_lock);
       try {
         events = engine_.progress() + advance();

@@ -58,6 +58,7 @@ class DriverMutex {
   void unlock() { mutex_.unlock(); }
   // For the progress thread: takes the lock without counting as a waiter.
   void lock_quietly() { mutex_.lock(); }
+  bool try_lock_quietly() { return mutex_.try_lock(); }
   bool wanted() const { return waiting_.load(std::memory_order_relaxed) > 0; }
 
  private:
@@ -121,8 +122,11 @@ class Progress {
 
   // Under the lock. A collective runs `body` on a fiber right away, until its
   // first wait; a point-to-point operation brings its engine request.
-  void start_collective(const std::shared_ptr<Operation>& operation, std::function<void()> body);
-  void start_point_to_point(const std::shared_ptr<Operation>& operation);
+  // `large`: worth waking a napping progress thread for at once (a small
+  // operation waits for its next tick, or for the caller's wait: a wakeup
+  // costs the application a context switch, more than a small one takes).
+  void start_collective(const std::shared_ptr<Operation>& operation, std::function<void()> body, bool large);
+  void start_point_to_point(const std::shared_ptr<Operation>& operation, bool large);
 
   // Without the lock: drive progress until `operation` completes (wait) or
   // once (test). Throw the operation's error, if any.
@@ -141,7 +145,7 @@ class Progress {
 
  private:
   enum class Step { waiting, advanced, completed };
-  void add(const std::shared_ptr<Operation>& operation);
+  void add(const std::shared_ptr<Operation>& operation, bool large);
   Step step(Operation& operation);
   void remove(Operation& operation);
   void finish(Operation& operation) noexcept;
@@ -154,7 +158,7 @@ class Progress {
   void ensure_thread();
   void thread_main();
   void place_thread();
-  void wake_thread();
+  void wake_thread(bool large);
   // The thread's nap: until the transport's fd (>= 0) or the wake fd is
   // readable, at most `limit`.
   void nap(int transport_fd, std::chrono::microseconds limit);
@@ -172,7 +176,8 @@ class Progress {
   std::thread thread_;
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
-  std::atomic<bool> thread_sleeping_{false};
+  std::atomic<bool> thread_sleeping_{false};  // asleep until woken (no operation for a while)
+  std::atomic<bool> thread_napping_{false};   // a timed nap: a tick or a backoff
   std::atomic<size_t> outstanding_{0};
 };
 
