@@ -219,7 +219,10 @@ TEST_F(HostileClient, StrangersCannotMakeTheStoreHoldMemory) {
   }
   expect_good_client_served("after-strangers");
   const long growth_kib = resident_kib() - before;
-  EXPECT_LT(growth_kib, 10 * 1024) << "200 unauthenticated connections grew the process by " << growth_kib << " KiB";
+  // Unbounded, 200 announced 1 MiB HELLOs held 200 MiB and more; 40 MiB
+  // leaves room for a sanitizer's quarantine of the refused connections'
+  // buffers and still catches that.
+  EXPECT_LT(growth_kib, 40 * 1024) << "200 unauthenticated connections grew the process by " << growth_kib << " KiB";
   // The store refuses each stranger as it reads its header, on its own
   // thread: the good client can be served before the last refusals.
   const auto deadline = Clock::now() + std::chrono::seconds(10);

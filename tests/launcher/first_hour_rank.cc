@@ -13,6 +13,7 @@
 //                      ranks disagree on the size: they must fail at init)
 #include <chorus/chorus.hpp>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -52,8 +53,11 @@ int run(const std::string& mode) {
     if (int status = allreduces(comm, 3); status != 0) return status;
   } else if (mode == "segfault") {
     if (rank == 1) {
-      volatile int* nowhere = nullptr;
-      *nowhere = 1;
+      // A store to a page with no access: a real SIGSEGV from the kernel
+      // (a null store would be UBSan's to report in sanitized builds).
+      void* page = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (page == MAP_FAILED) return 5;
+      *static_cast<volatile int*>(page) = 1;
     }
     comm.barrier();
   } else if (mode == "sleep") {
