@@ -183,6 +183,11 @@ void Progress::fail(Operation& operation, const Error& error) {
   remove(operation);
 }
 
+void Progress::fail_all(const Error& error) {
+  // A copy: failing an operation removes it from the list.
+  for (auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) fail(*operation, error);
+}
+
 bool Progress::drive(Operation& operation) {
   if (operation.complete.load(std::memory_order_acquire)) return true;
   const p2p::Request pending = operation.fiber ? operation.awaited : operation.request;
@@ -217,8 +222,7 @@ bool Progress::test(Operation& operation) {
       engine_.progress();
       advance();
     } catch (const std::exception& e) {
-      const Error error = as_error(e);
-      for (auto& other : std::vector<std::shared_ptr<Operation>>(operations_)) fail(*other, error);
+      fail_all(as_error(e));
     }
     if (!operation.complete.load(std::memory_order_acquire)) {
       check_stalled(Clock::now());
@@ -283,7 +287,7 @@ void Progress::check_stalled(Clock::time_point now) {
   if (now >= next_probe_) {
     next_probe_ = now + kFailureProbeInterval;
     if (std::optional<Error> failure = engine_.probe_failure()) {
-      for (auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) fail(*operation, *failure);
+      fail_all(*failure);
       return;
     }
   }
@@ -407,8 +411,7 @@ void Progress::thread_main() {
       try {
         events = engine_.progress() + advance();
       } catch (const std::exception& e) {
-        const Error error = as_error(e);
-        for (auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) fail(*operation, error);
+        fail_all(as_error(e));
       }
       now = Clock::now();
       if (events > 0) {

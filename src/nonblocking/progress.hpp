@@ -150,6 +150,7 @@ class Progress {
   void remove(Operation& operation);
   void finish(Operation& operation) noexcept;
   void fail(Operation& operation, const Error& error);
+  void fail_all(const Error& error);
   // One round of the caller's progress towards `operation`: returns true
   // when it completed.
   bool drive(Operation& operation);
