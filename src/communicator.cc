@@ -153,10 +153,10 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_environment() {
     // A rank that could not join reports at once: it does not wait in the
     // finalize barrier for ranks that are still waiting for it (chorusrun,
     // or the others' timeouts, stops them).
-    comm->sticky_error_ = e;
+    comm->become_unusable(e);
     throw;
   } catch (const std::exception& e) {
-    comm->sticky_error_ = Error(Status::internal, e.what());
+    comm->become_unusable(Error(Status::internal, e.what()));
     throw;
   }
   return comm;
@@ -585,6 +585,12 @@ void CommunicatorImpl::finalize(const char* how) {
   session.transport.reset();
   session.bootstrap.reset();
   if (failure) throw *failure;
+}
+
+const Error& CommunicatorImpl::become_unusable(Error error) {
+  sticky_error_ = std::move(error);
+  if (session_->engine) session_->engine->abandon_all(*sticky_error_);
+  return *sticky_error_;
 }
 
 void CommunicatorImpl::leave_job() {

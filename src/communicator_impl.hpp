@@ -192,6 +192,10 @@ class CommunicatorImpl {
   std::array<const coll::Algorithm*, kNumCollectives> forced_{};  // nullptr = table
   uint64_t sequence_ = 0;
   uint64_t* calls_made_ = nullptr;  // this communicator's entry in Session::calls_made
+  // The failure that made the communicator unusable (check_usable): set by
+  // become_unusable, which also fails every operation still outstanding so
+  // that none keeps the application's buffers lent to the transport.
+  const Error& become_unusable(Error error);
   std::optional<Error> sticky_error_;
   bool finalized_ = false;
   std::atomic<const char*> active_call_{nullptr};  // the call in progress, if any
@@ -223,13 +227,12 @@ inline void CommunicatorImpl::guarded(const char* what, Body&& body) {
   } catch (const Error& e) {
     std::optional<Error> cause = launcher_report(e);
     const int peer = e.peer() >= 0 || !cause ? e.peer() : cause->peer();
-    sticky_error_ = Error(e.status(), concat(what, " on rank ", rank_, " failed: ", e.what(),
-                                             cause ? concat("; ", cause->what()) : std::string()),
-                          peer);
-    throw *sticky_error_;
+    throw become_unusable(Error(e.status(),
+                                concat(what, " on rank ", rank_, " failed: ", e.what(),
+                                       cause ? concat("; ", cause->what()) : std::string()),
+                                peer));
   } catch (const std::exception& e) {
-    sticky_error_ = Error(Status::internal, concat(what, " on rank ", rank_, " failed: ", e.what()));
-    throw *sticky_error_;
+    throw become_unusable(Error(Status::internal, concat(what, " on rank ", rank_, " failed: ", e.what())));
   }
 }
 

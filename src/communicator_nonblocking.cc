@@ -78,7 +78,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
     // completes them first.
     --outstanding_operations_;
     if (done.scratch) spare_scratch_.push_back(std::move(done.scratch));
-    if (done.error && !sticky_error_) sticky_error_ = *done.error;  // a detached one's error still counts
+    if (done.error && !sticky_error_) become_unusable(*done.error);  // a detached one's error still counts
   };
   nb::Operation* raw = operation.get();
   const bool large = payload_bytes(op, args, size()) >= kLargeOperationBytes;
@@ -115,9 +115,8 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
   });
   operation->on_complete = [this](nb::Operation& done) {
     if (done.error && !sticky_error_) {
-      sticky_error_ = Error(done.error->status(), concat("isend on rank ", rank_, " failed: ", done.error->what()),
-                            done.error->peer());
-      done.error = sticky_error_;
+      done.error = become_unusable(
+          Error(done.error->status(), concat("isend on rank ", rank_, " failed: ", done.error->what()), done.error->peer()));
     }
   };
   session_->nonblocking().start_point_to_point(operation, bytes >= kLargeOperationBytes);
@@ -146,7 +145,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
       const bool sticky = done.error->status() != Status::truncated;
       done.error = Error(done.error->status(), concat("irecv on rank ", rank_, " failed: ", done.error->what()),
                          done.error->peer());
-      if (sticky && !sticky_error_) sticky_error_ = done.error;
+      if (sticky && !sticky_error_) become_unusable(*done.error);
       return;
     }
     const int source = rank_of_engine_rank_[static_cast<size_t>(done.completion.source)];

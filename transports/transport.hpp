@@ -125,6 +125,16 @@ class Transport {
   // flight are queued internally.
   virtual void post_read(int peer, RemoteBuffer remote, MemoryRegion& local, size_t local_offset, size_t bytes,
                          uint64_t context) = 0;
+  // The operation behind `context` was abandoned (it failed while its reads
+  // were in flight): none of their bytes may land in local memory any more,
+  // and nothing more is reported for them. True when the transport can
+  // promise that; false when only closing the local registration stops the
+  // writes (verbs: the device then refuses them).
+  virtual bool cancel_reads(uint64_t /*context*/) { return false; }
+  // Everything outstanding was abandoned because of `cause` (the owner's
+  // communicator failed): a peer refused a read from now on learns why, so
+  // its own error can name the rank that really failed.
+  virtual void note_abandoned(const Error& /*cause*/) {}
 
   // Drains completions without blocking; returns how many events it handed to
   // the sink or progressed (0 = nothing happened).

@@ -312,7 +312,12 @@ class Engine::Impl final : public transport::Sink {
       }
       return;
     }
-    for (Slot& slot : slots_) fail_slot(slot, error);
+    abandon_all(error);
+  }
+
+  void abandon_all(const Error& cause) {
+    transport_.note_abandoned(cause);
+    for (Slot& slot : slots_) fail_slot(slot, cause);
   }
 
   // --- accessors ---------------------------------------------------------------
@@ -406,8 +411,24 @@ class Engine::Impl final : public transport::Sink {
   void fail_slot(Slot& slot, const Error& error) {
     if (slot.state == Slot::State::free || finished(slot)) return;
     if (slot.kind == Slot::Kind::recv && slot.state == Slot::State::posted) posted_.remove(slot.index, slot.peer);
+    withdraw(slot);
     slot.state = Slot::State::failed;
     slot.error = error;
+  }
+
+  // A failed operation's buffer is the application's again as soon as the
+  // failure is reported (it may free it), so the engine takes back what it
+  // lent the transport: reads still in flight into the buffer land nowhere,
+  // and a peer still acting on the operation is refused the send buffer
+  // (its read fails) instead of reading memory that may be freed.
+  void withdraw(Slot& slot) {
+    if (!slot.registration) return;
+    if (slot.reads_outstanding > 0) {
+      transport_.cancel_reads(encode_id(Request{slot.index, slot.generation}));
+      slot.reads_outstanding = 0;
+    }
+    reg_cache_.withdraw(slot.registration);
+    slot.registration.reset();  // once no other operation holds it, the transport forgets it
   }
 
   std::string describe_wait(const Slot& slot) const {
@@ -705,6 +726,7 @@ std::optional<std::pair<int, Tag>> Engine::find_unexpected(const std::function<b
 }
 void Engine::set_progress_hook(std::function<int()> hook) { impl_->set_progress_hook(std::move(hook)); }
 const Counters& Engine::counters() const { return impl_->counters(); }
+void Engine::abandon_all(const Error& cause) { impl_->abandon_all(cause); }
 void Engine::persist_memory(const void* base, size_t bytes) { impl_->reg_cache().add_persistent(base, bytes); }
 void Engine::forget_memory(const void* base, size_t bytes) { impl_->reg_cache().forget(base, bytes); }
 

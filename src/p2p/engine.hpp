@@ -123,6 +123,11 @@ class Engine {
   // delivers what it sent, so its peers see the real cause, not a timeout.
   void flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept;
 
+  // The caller gave up on everything outstanding (its communicator failed):
+  // every unfinished request fails with `cause`, and no transport keeps
+  // reading from or writing into its buffer (peers acting on it are refused).
+  void abandon_all(const Error& cause);
+
   void set_timeout(std::chrono::milliseconds timeout);
   std::chrono::milliseconds timeout() const;
   const Counters& counters() const;

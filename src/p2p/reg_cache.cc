@@ -34,13 +34,13 @@ std::shared_ptr<transport::MemoryRegion> RegCache::acquire(const void* base, siz
   }
   ++misses_;
   auto region = register_pages(base, bytes);
-  if (!pinning_) insert(region);  // pinning: held by the operation only
+  if (!pinning_) insert(region, false);  // pinning: held by the operation only
   return region;
 }
 
 void RegCache::add_persistent(const void* base, size_t bytes) {
   ++clock_;
-  insert(register_pages(base, bytes));
+  insert(register_pages(base, bytes), true);
 }
 
 void RegCache::forget(const void* base, size_t bytes) {
@@ -57,6 +57,14 @@ void RegCache::forget(const void* base, size_t bytes) {
   }
 }
 
+void RegCache::withdraw(const std::shared_ptr<transport::MemoryRegion>& region) {
+  if (!region) return;
+  auto entry = entries_.find(reinterpret_cast<uintptr_t>(region->base()));
+  if (entry == entries_.end() || entry->second.region != region || entry->second.persistent) return;
+  registered_bytes_ -= region->length();
+  entries_.erase(entry);
+}
+
 // Whole pages: neighbouring buffers on the same pages then share an entry.
 std::shared_ptr<transport::MemoryRegion> RegCache::register_pages(const void* base, size_t bytes) {
   const uintptr_t start = reinterpret_cast<uintptr_t>(base);
@@ -67,7 +75,7 @@ std::shared_ptr<transport::MemoryRegion> RegCache::register_pages(const void* ba
   return transport_.register_memory(reinterpret_cast<void*>(aligned_start), aligned_end - aligned_start);
 }
 
-void RegCache::insert(std::shared_ptr<transport::MemoryRegion> region) {
+void RegCache::insert(std::shared_ptr<transport::MemoryRegion> region, bool persistent) {
   const uintptr_t start = reinterpret_cast<uintptr_t>(region->base());
   // An older, smaller entry at the same start is replaced (its users keep it alive).
   auto existing = entries_.find(start);
@@ -76,7 +84,7 @@ void RegCache::insert(std::shared_ptr<transport::MemoryRegion> region) {
     entries_.erase(existing);
   }
   registered_bytes_ += region->length();
-  entries_[start] = Entry{std::move(region), clock_};
+  entries_[start] = Entry{std::move(region), clock_, persistent};
   evict_unused();
 }
 

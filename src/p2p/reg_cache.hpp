@@ -32,6 +32,11 @@ class RegCache {
   // Drops every entry overlapping the range (operations in flight keep theirs).
   void forget(const void* base, size_t bytes);
 
+  // An operation that exposed `region` failed: its buffer goes back to the
+  // application, so the cache must not keep it readable (or writable) for a
+  // peer that still acts on the old operation. Memory chorus owns stays.
+  void withdraw(const std::shared_ptr<transport::MemoryRegion>& region);
+
   // A registration covering [base, base+bytes), alive while the handle is held.
   std::shared_ptr<transport::MemoryRegion> acquire(const void* base, size_t bytes);
 
@@ -44,10 +49,11 @@ class RegCache {
   struct Entry {
     std::shared_ptr<transport::MemoryRegion> region;
     uint64_t last_use = 0;
+    bool persistent = false;  // chorus' own memory (add_persistent)
   };
   void evict_unused();
   std::shared_ptr<transport::MemoryRegion> register_pages(const void* base, size_t bytes);
-  void insert(std::shared_ptr<transport::MemoryRegion> region);
+  void insert(std::shared_ptr<transport::MemoryRegion> region, bool persistent);
 
   transport::Transport& transport_;
   uint64_t max_bytes_;

@@ -276,6 +276,13 @@ class ShmTransport final : public Transport {
     finished_reads_.push_back(context);
   }
 
+  // Reads are copied when posted: only their reports are left to drop.
+  bool cancel_reads(uint64_t context) override {
+    std::erase_if(finished_reads_, [context](uint64_t done) { return done == context; });
+    std::erase_if(read_failures_, [context](const ReadFailure& failure) { return failure.context == context; });
+    return true;
+  }
+
   int poll(Sink& sink) override {
     int events = 0;
     if (waiting_messages_ != 0) events += push_waiting();

@@ -226,6 +226,21 @@ class TcpTransport final : public Transport {
     }
   }
 
+  void note_abandoned(const Error& cause) override { abandoned_ = cause.what(); }
+
+  bool cancel_reads(uint64_t context) override {
+    std::erase_if(finished_reads_, [context](uint64_t done) { return done == context; });
+    for (auto op = ops_.begin(); op != ops_.end();) {
+      if (op->second.context != context) {
+        ++op;
+        continue;
+      }
+      for (auto& [id, piece] : pieces_) piece.discard = piece.discard || piece.op == op->first;
+      op = ops_.erase(op);
+    }
+    return true;
+  }
+
   int poll(Sink& sink) override {
     int events = deliver_local(sink);
     // While frames wait for socket space, epoll says which sockets took
@@ -371,7 +386,8 @@ class TcpTransport final : public Transport {
     std::string refusal;
     auto region = registry_->regions.find(read.key);
     if (region == registry_->regions.end()) {
-      refusal = concat("key ", read.key, " names no registration of rank ", rank_);
+      refusal = abandoned_ ? concat("rank ", rank_, " gave up its operations (", *abandoned_, ")")
+                           : concat("key ", read.key, " names no registration of rank ", rank_);
     } else {
       const auto [base, length] = region->second;
       if (read.address < base || read.address - base > length || read.bytes > length - (read.address - base)) {
@@ -543,6 +559,7 @@ class TcpTransport final : public Transport {
   std::deque<std::vector<uint8_t>> to_self_;
   std::vector<uint8_t> discarded_;  // where pieces of failed reads land
   std::vector<uint64_t> finished_reads_;
+  std::optional<std::string> abandoned_;  // why this rank gave up (note_abandoned)
   std::vector<Report> reports_;
   std::optional<Error> first_failure_;  // the first peer failure this rank saw
 };
