@@ -14,6 +14,7 @@
 #include <rdma/fabric.h>
 
 #include "transports/ofi/ofi_info.hpp"
+#include "transports/ofi/ofi_library.hpp"
 #endif
 
 #ifdef CHORUS_HAVE_VERBS
@@ -38,26 +39,31 @@ struct OfiScan {
 OfiScan scan_ofi() {
   OfiScan scan;
 #ifdef CHORUS_HAVE_OFI
-  fi_info* hints = fi_allocinfo();
-  if (hints == nullptr) {
-    scan.error = "fi_allocinfo failed";
-    return scan;
-  }
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->caps = FI_MSG | FI_RMA;
-  fi_info* list = nullptr;
-  int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &list);
-  if (ret != 0) {
-    scan.error = std::string("fi_getinfo: ") + fi_strerror(-ret);
-  } else {
-    std::set<std::string> seen;
-    for (fi_info* info = list; info != nullptr; info = info->next) {
-      std::string line = std::string(info->fabric_attr->prov_name) + " (domain " + info->domain_attr->name + ")";
-      if (seen.insert(line).second) scan.lines.push_back(line);
+  namespace library = chorus::transport::ofi::library;
+  try {
+    fi_info* hints = library::dupinfo(nullptr);
+    if (hints == nullptr) {
+      scan.error = "fi_allocinfo failed";
+      return scan;
     }
-    fi_freeinfo(list);
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->caps = FI_MSG | FI_RMA;
+    fi_info* list = nullptr;
+    int ret = library::getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &list);
+    if (ret != 0) {
+      scan.error = std::string("fi_getinfo: ") + library::strerror(-ret);
+    } else {
+      std::set<std::string> seen;
+      for (fi_info* info = list; info != nullptr; info = info->next) {
+        std::string line = std::string(info->fabric_attr->prov_name) + " (domain " + info->domain_attr->name + ")";
+        if (seen.insert(line).second) scan.lines.push_back(line);
+      }
+      library::freeinfo(list);
+    }
+    library::freeinfo(hints);
+  } catch (const chorus::Error& e) {
+    scan.error = e.what();  // libfabric cannot be opened
   }
-  fi_freeinfo(hints);
 #endif
   return scan;
 }
@@ -82,8 +88,13 @@ void print_transports([[maybe_unused]] const OfiScan& ofi) {
               "           %s\n",
               tcp_choice.c_str());
 #ifdef CHORUS_HAVE_OFI
-  std::printf("  ofi      built (libfabric %u.%u); providers offering FI_EP_RDM with FI_RMA here:\n",
-              FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
+  if (ofi.error.empty()) {
+    const uint32_t version = chorus::transport::ofi::library::version();
+    std::printf("  ofi      built (libfabric %u.%u); providers offering FI_EP_RDM with FI_RMA here:\n", FI_MAJOR(version),
+                FI_MINOR(version));
+  } else {
+    std::printf("  ofi      built; providers offering FI_EP_RDM with FI_RMA here:\n");
+  }
   if (!ofi.error.empty()) std::printf("           none (%s)\n", ofi.error.c_str());
   for (const std::string& line : ofi.lines) std::printf("           %s\n", line.c_str());
 #else

@@ -2,6 +2,7 @@
 // named by the user (or the automatic choice), and a clear error listing
 // what is available when the request cannot be met.
 #include "transports/ofi/ofi_info.hpp"
+#include "transports/ofi/ofi_library.hpp"
 
 #include <rdma/fi_errno.h>
 
@@ -18,7 +19,7 @@ constexpr uint32_t kApiVersion = FI_VERSION(1, 9);
 constexpr int kSupportedMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 
 InfoPtr base_hints() {
-  InfoPtr hints(fi_allocinfo());
+  InfoPtr hints(library::dupinfo(nullptr));
   if (!hints) fail(Status::internal, "libfabric: fi_allocinfo failed (out of memory)");
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ;
@@ -33,7 +34,7 @@ InfoPtr base_hints() {
 std::string available_providers() {
   InfoPtr hints = base_hints();
   fi_info* list = nullptr;
-  if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &list) != 0 || list == nullptr) return "none";
+  if (library::getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &list) != 0 || list == nullptr) return "none";
   InfoPtr owner(list);
   std::set<std::string> names;
   for (fi_info* info = list; info != nullptr; info = info->next) names.insert(info->fabric_attr->prov_name);
@@ -61,15 +62,15 @@ InfoPtr choose_provider(const std::string& provider, bool all_ranks_on_one_host)
   // and libfabric reads it at its first fi_getinfo, which this is.
   if (provider.rfind("tcp", 0) == 0) setenv("FI_OFI_RXM_ENABLE_PASSTHRU", "1", 0);
   fi_info* list = nullptr;
-  int ret = fi_getinfo(kApiVersion, node, nullptr, node != nullptr ? FI_SOURCE : 0, hints.get(), &list);
+  int ret = library::getinfo(kApiVersion, node, nullptr, node != nullptr ? FI_SOURCE : 0, hints.get(), &list);
   if (ret == -FI_ENODATA || list == nullptr) {
     fail(Status::config, "CHORUS_OFI_PROVIDER=\"", provider,
          "\": libfabric offers no such provider with FI_EP_RDM, FI_MSG and FI_RMA (send-after-send ordering) here; "
          "available: ", available_providers());
   }
   if (ret != 0) fail_call("fi_getinfo for provider " + provider, ret);
-  InfoPtr result(fi_dupinfo(list));
-  fi_freeinfo(list);
+  InfoPtr result(library::dupinfo(list));
+  library::freeinfo(list);
   if (!result) fail(Status::internal, "libfabric: fi_dupinfo failed");
   if ((result->tx_attr->msg_order & FI_ORDER_SAS) == 0) {
     fail(Status::unsupported, "libfabric provider ", provider, " does not keep send-after-send order");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common/error.hpp"
+#include "transports/ofi/ofi_library.hpp"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -17,7 +18,7 @@ namespace chorus::transport::ofi {
 
 // Throws Error(Status::transport) "<what> failed: <fi_strerror> (-<code>)".
 [[noreturn]] inline void fail_call(const std::string& what, ssize_t ret, int peer = -1) {
-  throw Error(Status::transport, concat("libfabric: ", what, " failed: ", fi_strerror(static_cast<int>(-ret)), " (",
+  throw Error(Status::transport, concat("libfabric: ", what, " failed: ", library::strerror(static_cast<int>(-ret)), " (",
                                         ret, ")"),
               peer);
 }
@@ -43,7 +44,7 @@ template <class T>
 using Owned = std::unique_ptr<T, Closer<T>>;
 
 struct InfoDeleter {
-  void operator()(fi_info* info) const { fi_freeinfo(info); }
+  void operator()(fi_info* info) const { library::freeinfo(info); }
 };
 using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 

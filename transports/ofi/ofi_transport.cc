@@ -4,6 +4,7 @@
 #include "common/log.hpp"
 #include "common/shm_regions.hpp"
 #include "transports/ofi/ofi_info.hpp"
+#include "transports/ofi/ofi_library.hpp"
 #include "transports/ofi/stall_escape.hpp"
 
 #include <rdma/fi_cm.h>
@@ -175,7 +176,7 @@ class OfiTransport final : public Transport {
       if (inserted != 1) {
         throw Error(Status::transport,
                     concat("libfabric: fi_av_insert of rank ", r, "'s address failed: ",
-                           inserted < 0 ? fi_strerror(-inserted) : "address not accepted"),
+                           inserted < 0 ? library::strerror(-inserted) : "address not accepted"),
                     static_cast<int>(r));
       }
     }
@@ -298,7 +299,7 @@ class OfiTransport final : public Transport {
 
   void open_endpoint() {
     fid_fabric* fabric = nullptr;
-    check(fi_fabric(info_->fabric_attr, &fabric, nullptr), "fi_fabric");
+    check(library::fabric(info_->fabric_attr, &fabric, nullptr), "fi_fabric");
     fabric_.reset(fabric);
     fid_domain* domain = nullptr;
     check(fi_domain(fabric_.get(), info_.get(), &domain, nullptr), "fi_domain");
@@ -504,14 +505,14 @@ class OfiTransport final : public Transport {
     auto* op = static_cast<Operation*>(error.op_context);
     if (op == nullptr) {
       sink.on_error(0, -1, Error(Status::transport, concat("libfabric completion error without context: ",
-                                                           fi_strerror(error.err), " (", detail ? detail : "", ")")));
+                                                           library::strerror(error.err), " (", detail ? detail : "", ")")));
       return;
     }
     std::string what = op->kind == Operation::Kind::read ? concat("fi_read from rank ", op->peer)
                        : op->kind == Operation::Kind::send ? concat("eager send to rank ", op->peer)
                                                            : std::string("eager receive");
     Error failure(op->kind == Operation::Kind::recv ? Status::transport : Status::peer_failed,
-                  concat(what, " failed: ", fi_strerror(error.err), " (provider: ", detail ? detail : "?", ")"), op->peer);
+                  concat(what, " failed: ", library::strerror(error.err), " (provider: ", detail ? detail : "?", ")"), op->peer);
     switch (op->kind) {
       case Operation::Kind::send:
         free_sends_.push_back(op->index);
