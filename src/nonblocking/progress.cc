@@ -32,6 +32,11 @@ constexpr auto kFirstNap = std::chrono::microseconds(10);
 // the last operation, then sleeps until woken.
 constexpr auto kTick = std::chrono::microseconds(1000);
 constexpr auto kTickWindow = std::chrono::seconds(1);
+// Between calls, while the application is inside a call (which polls), the
+// thread looks again after 1 ms, doubling up to this: below UD's first
+// retransmission timeout, so a call's end leaves its duties waiting no
+// longer than a lost ack would.
+constexpr auto kLongestInCallNap = std::chrono::microseconds(4000);
 
 // "0,2,3" (this layer does not link the topology's formatter).
 std::string cpu_list(const std::vector<unsigned>& cpus) {
@@ -372,11 +377,13 @@ void Progress::nap(int transport_fd, std::chrono::microseconds limit) {
 }
 
 void Progress::serve_transport() {
-  // The application is inside a call, which polls: look again a tick later.
+  // The application is inside a call, which polls: look again later.
   if (mutex_.wanted() || !mutex_.try_lock_quietly()) {
-    nap(-1, kTick);
+    nap(-1, in_call_nap_);
+    in_call_nap_ = std::min<std::chrono::microseconds>(in_call_nap_ * 2, kLongestInCallNap);
     return;
   }
+  in_call_nap_ = kTick;
   int fd = -1;
   bool may_block = false;
   bool application_called = false;

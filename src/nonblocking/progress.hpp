@@ -206,6 +206,7 @@ class Progress {
   const bool between_calls_;  // the transport needs progress between calls
   // The thread's own (it reads application_locks() under the lock).
   uint64_t locks_seen_ = 0;
+  std::chrono::microseconds in_call_nap_{1000};
   bool transport_error_logged_ = false;
 
   std::thread thread_;
