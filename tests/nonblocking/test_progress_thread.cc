@@ -70,11 +70,13 @@ int polls_after(const DutyTransport& transport, int start, std::chrono::millisec
   return transport.polls();
 }
 
-// Waits until the thread stops polling (two looks without a call, then asleep).
+// Waits until the thread stops polling (two looks without a call, then
+// asleep). Its ticks are 1 ms apart: 150 ms of quiet is sleep, even on a
+// loaded machine.
 int settled(const DutyTransport& transport) {
   int last = transport.polls();
   for (;;) {
-    std::this_thread::sleep_for(30ms);
+    std::this_thread::sleep_for(150ms);
     if (transport.polls() == last) return last;
     last = transport.polls();
   }
