@@ -187,6 +187,13 @@ void CommunicatorImpl::connect() {
   session.bootstrap->barrier("chorus/connected");
   log::info("rank ", job.rank, "/", job.size, " connected over ", session.transport->name(), " (launcher ",
             job.launcher, ")");
+  // A transport that acks and retransmits in software (UD) needs progress
+  // between calls from the start, not only after a non-blocking call
+  // (CHORUS_PROGRESS=caller: nothing between calls, by request).
+  if (session.settings.progress == "thread" && session.transport->needs_progress_between_calls()) {
+    std::lock_guard lock(session.mutex);
+    session.nonblocking().serve_between_calls();
+  }
 }
 
 topology::Placement CommunicatorImpl::place(const topology::NicDescription& nic, const std::string& host) const {

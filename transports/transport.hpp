@@ -148,6 +148,16 @@ class Transport {
   // blocking.
   virtual bool arm() = 0;
 
+  // Progress between calls (docs/nonblocking.md, docs/transport-ud.md): true
+  // for a transport that owes its peers work while the application computes
+  // outside chorus: acks and retransmissions it makes in software (UD), where
+  // with RC or TCP the NIC or the kernel makes them. Such a transport gets the
+  // progress thread from the start (CHORUS_PROGRESS=thread), which then
+  // polls, arm()s and sleeps on wait_fd() whenever no operation is
+  // outstanding; so after arm() the fd must become readable at the deadline
+  // of every such duty (UD: a timerfd) as well as at every arrival.
+  virtual bool needs_progress_between_calls() const { return false; }
+
   // The transport's state towards `peer`, for a timeout message (queue
   // depths, connection state): what a person needs to tell a stalled peer
   // from a stalled transport. Empty when there is nothing to add.

@@ -32,6 +32,11 @@ constexpr auto kFirstNap = std::chrono::microseconds(10);
 // the last operation, then sleeps until woken.
 constexpr auto kTick = std::chrono::microseconds(1000);
 constexpr auto kTickWindow = std::chrono::seconds(1);
+// Between calls, while the application is inside a call (which polls), the
+// thread looks again after 1 ms, doubling up to this: below UD's first
+// retransmission timeout, so a call's end leaves its duties waiting no
+// longer than a lost ack would.
+constexpr auto kLongestInCallNap = std::chrono::microseconds(4000);
 
 // "0,2,3" (this layer does not link the topology's formatter).
 std::string cpu_list(const std::vector<unsigned>& cpus) {
@@ -59,7 +64,13 @@ void FiberSuspender::wait(p2p::Engine& engine, p2p::Request& request) {
 
 Progress::Progress(p2p::Engine& engine, DriverMutex& mutex, bool thread, std::chrono::microseconds spin,
                    std::chrono::milliseconds timeout, ProgressThreadPlace place)
-    : engine_(engine), mutex_(mutex), use_thread_(thread), spin_(spin), timeout_(timeout), place_(std::move(place)) {
+    : engine_(engine),
+      mutex_(mutex),
+      use_thread_(thread),
+      spin_(spin),
+      timeout_(timeout),
+      place_(std::move(place)),
+      between_calls_(thread && engine.transport().needs_progress_between_calls()) {
   // Blocking calls drive the engine themselves; through the hook they move
   // the outstanding operations along too (MPI's progress rule).
   engine_.set_progress_hook([this] { return advance(); });
@@ -77,6 +88,17 @@ Progress::~Progress() {
   }
   if (wake_fd_ >= 0) close(wake_fd_);
   engine_.set_progress_hook(nullptr);
+}
+
+void DriverMutex::signal(int eventfd) {
+  const uint64_t one = 1;
+  if (write(eventfd, &one, sizeof one) < 0 && errno != EAGAIN) {
+    log::warn("waking the progress thread after a call failed: ", errno_string(errno));
+  }
+}
+
+void Progress::serve_between_calls() {
+  if (between_calls_) ensure_thread();
 }
 
 void Progress::add(const std::shared_ptr<Operation>& operation, bool large) {
@@ -354,6 +376,50 @@ void Progress::nap(int transport_fd, std::chrono::microseconds limit) {
   }
 }
 
+void Progress::serve_transport() {
+  // The application is inside a call, which polls: look again later.
+  if (mutex_.wanted() || !mutex_.try_lock_quietly()) {
+    nap(-1, in_call_nap_);
+    in_call_nap_ = std::min<std::chrono::microseconds>(in_call_nap_ * 2, kLongestInCallNap);
+    return;
+  }
+  in_call_nap_ = kTick;
+  int fd = -1;
+  bool may_block = false;
+  bool application_called = false;
+  {
+    std::unique_lock lock(mutex_, std::adopt_lock);
+    application_called = mutex_.application_locks() != locks_seen_;
+    locks_seen_ = mutex_.application_locks();
+    try {
+      engine_.progress();
+    } catch (const std::exception& e) {
+      // Nothing is outstanding to fail: the transport keeps its failure
+      // (a failed peer, a broken QP) and the next call reports it.
+      if (!transport_error_logged_) log::warn("progress between calls: ", e.what());
+      transport_error_logged_ = true;
+    }
+    fd = engine_.transport().wait_fd();
+    may_block = fd >= 0 && engine_.transport().arm();
+  }
+  if (fd < 0) {
+    nap(-1, kTick);
+  } else if (!may_block) {
+    return;  // work arrived while arming: poll again
+  } else if (application_called) {
+    // A call may leave duties its own arm() did not put on the transport's
+    // timer (it arms only when it blocks): look again a tick later, until
+    // a look finds no call since the last one.
+    nap(fd, kTick);
+  } else {
+    // Asleep until an arrival, the transport's timer, an operation, or the
+    // end of the next call.
+    mutex_.wake_on_unlock(wake_fd_);
+    if (mutex_.application_locks() == locks_seen_) nap(fd, std::chrono::microseconds(-1));
+    mutex_.wake_on_unlock(-1);
+  }
+}
+
 void Progress::place_thread() {
   std::string where = "not bound (the process' CPUs)";
   if (!place_.cpus.empty()) {
@@ -382,6 +448,11 @@ void Progress::thread_main() {
   auto last_event = Clock::now();
   auto backoff = kFirstNap;
   while (!stop_.load()) {
+    if (outstanding_.load() == 0 && between_calls_) {
+      serve_transport();
+      backoff = kFirstNap;
+      continue;
+    }
     if (outstanding_.load() == 0) {
       // Within a second of the last operation, tick: a small operation
       // started now is seen within a tick without a wakeup. After that,

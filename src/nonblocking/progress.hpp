@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -48,23 +49,45 @@ class DriverMutex {
     for (int spin = 0; spin < kSpinsBeforeSleep; ++spin) {
       if (mutex_.try_lock()) {
         waiting_.fetch_sub(1, std::memory_order_relaxed);
+        count_application_lock();
         return;
       }
       cpu_relax();
     }
     mutex_.lock();
     waiting_.fetch_sub(1, std::memory_order_relaxed);
+    count_application_lock();
   }
-  void unlock() { mutex_.unlock(); }
+  void unlock() {
+    // A progress thread asleep between calls relies on its transport's
+    // timer, which this call may have made stale (UD: acks it now owes):
+    // wake it, once. Only a sleeping thread asks for this.
+    const int fd = wake_on_unlock_.load();
+    mutex_.unlock();
+    if (fd >= 0 && wake_on_unlock_.exchange(-1) == fd) signal(fd);
+  }
   // For the progress thread: takes the lock without counting as a waiter.
   void lock_quietly() { mutex_.lock(); }
   bool try_lock_quietly() { return mutex_.try_lock(); }
   bool wanted() const { return waiting_.load(std::memory_order_relaxed) > 0; }
+  // How often an application thread took the lock: the progress thread
+  // tells from it whether a call ran since it last looked.
+  uint64_t application_locks() const { return application_locks_.load(); }
+  // The progress thread, before it sleeps (fd: its eventfd) and after (-1).
+  // Sequentially consistent with the count above: a call that the sleeping
+  // thread's last look missed either shows in the count it reads after
+  // this, or finds the fd at its unlock.
+  void wake_on_unlock(int fd) { wake_on_unlock_.store(fd); }
 
  private:
   static constexpr int kSpinsBeforeSleep = 4000;
+  // Under the lock: no read-modify-write needed.
+  void count_application_lock() { application_locks_.store(application_locks_.load(std::memory_order_relaxed) + 1); }
+  static void signal(int eventfd);
   std::mutex mutex_;
   std::atomic<int> waiting_{0};
+  std::atomic<uint64_t> application_locks_{0};
+  std::atomic<int> wake_on_unlock_{-1};
 };
 
 struct Operation {
@@ -141,6 +164,9 @@ class Progress {
 
   // Under the lock: resumes what can move on. The engine's progress hook.
   int advance();
+  // Under the lock: for a transport that needs progress between calls (UD):
+  // starts the progress thread now, not with the first non-blocking call.
+  void serve_between_calls();
   size_t outstanding() const { return operations_.size(); }
 
  private:
@@ -161,8 +187,12 @@ class Progress {
   void place_thread();
   void wake_thread(bool large);
   // The thread's nap: until the transport's fd (>= 0) or the wake fd is
-  // readable, at most `limit`.
+  // readable, at most `limit` (negative: no limit; an operation started
+  // meanwhile wakes it).
   void nap(int transport_fd, std::chrono::microseconds limit);
+  // With nothing outstanding: one round of the transport's own duties
+  // between calls (UD: acks, retransmissions), then a nap on its fd.
+  void serve_transport();
 
   p2p::Engine& engine_;
   DriverMutex& mutex_;
@@ -173,6 +203,11 @@ class Progress {
   std::vector<std::shared_ptr<Operation>> operations_;
   bool advancing_ = false;
   std::chrono::steady_clock::time_point next_probe_{};
+  const bool between_calls_;  // the transport needs progress between calls
+  // The thread's own (it reads application_locks() under the lock).
+  uint64_t locks_seen_ = 0;
+  std::chrono::microseconds in_call_nap_{1000};
+  bool transport_error_logged_ = false;
 
   std::thread thread_;
   int wake_fd_ = -1;

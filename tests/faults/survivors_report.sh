@@ -35,8 +35,9 @@ fi
 # SURVIVORS_WITHIN: seconds from the victim's "failing now" to each survivor's
 # error line (both print the wall-clock time first).
 if [ -n "${SURVIVORS_WITHIN:-}" ]; then
-  slowest=$(awk '/failing now/ { t = $1 + 0 } /error after/ { d = $1 - t; if (d > m) m = d } END { printf "%.3f", m }' \
-            <(sed 's/^\[[0-9]*\] //' "$log"))
+  # A pipe, not <(...): the lab guest has no /dev/fd.
+  slowest=$(sed 's/^\[[0-9]*\] //' "$log" |
+            awk '/failing now/ { t = $1 + 0 } /error after/ { d = $1 - t; if (d > m) m = d } END { printf "%.3f", m }')
   echo "survivors_report: slowest survivor reported ${slowest}s after the fault (limit ${SURVIVORS_WITHIN}s)"
   [ "$(echo "$slowest <= $SURVIVORS_WITHIN" | bc)" = 1 ] || { echo "FAIL: a survivor took ${slowest}s"; failures=1; }
 fi

@@ -256,6 +256,7 @@ void blocking_check(Communicator& world, int seed) {
 }
 
 int g_operations = 72;  // per round, before the 8 MiB one
+long g_compute_ms = 0;  // progress_without_calls' computation (0: 150 ms per rank)
 
 void round_of_operations(Communicator& world, Communicator& dup, int round, const std::string& order) {
   const int kOperations = g_operations;
@@ -305,7 +306,8 @@ void progress_without_calls(Communicator& world) {
   Request first = world.iallreduce(std::span<float>(a), ReduceOp::sum);
   Request second = world.iallreduce(std::span<float>(b), ReduceOp::sum);
   // More ranks than cores share the CPUs with their progress threads: compute longer.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(150 * std::max(2, world.size()));
+  const long compute_ms = g_compute_ms > 0 ? g_compute_ms : 150L * std::max(2, world.size());
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(compute_ms);
   volatile double sink = 0;
   while (std::chrono::steady_clock::now() < until) sink = sink + std::sqrt(static_cast<double>(sink) + 1.0);
   const bool first_done = first.test(), second_done = second.test();
@@ -332,11 +334,14 @@ void detached_request(Communicator& world, std::vector<int64_t>& data) {
 
 void usage() {
   std::printf(
-      "Usage: chorusrun -n N chorus-nonblocking [--rounds R] [--no-thread-check]\n\n"
+      "Usage: chorusrun -n N chorus-nonblocking [--rounds R] [--compute-ms MS] [--no-thread-check]\n\n"
       "Posts 73 non-blocking operations of every kind per round on two communicators,\n"
       "waits for them in reverse, random and wait_any order, and verifies every element.\n"
       "  --rounds R          rounds of each wait order (default 1)\n"
       "  --operations K      operations per round besides the 8 MiB allreduce (default 72)\n"
+      "  --compute-ms MS     how long the application computes without chorus calls while\n"
+      "                      two operations must complete (default 150 per rank; longer on\n"
+      "                      slow, oversubscribed machines such as the emulated lab)\n"
       "  --no-thread-check   skip the check that operations progress with no chorus call\n"
       "                      (for CHORUS_PROGRESS=caller, where they do not)\n");
 }
@@ -356,6 +361,8 @@ int main(int argc, char** argv) {
       rounds = std::atoi(argv[++i]);
     } else if (arg == "--operations" && i + 1 < argc) {
       g_operations = std::atoi(argv[++i]);
+    } else if (arg == "--compute-ms" && i + 1 < argc) {
+      g_compute_ms = std::atol(argv[++i]);
     } else if (arg == "--no-thread-check") {
       thread_check = false;
     } else {

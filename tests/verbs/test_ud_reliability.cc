@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -29,6 +30,7 @@ struct WireFaults {
   double ack_loss = 0;    // standalone acks only
   double duplicate = 0;
   uint64_t jitter_ns = 0; // uniform extra delay: reorders
+  int drop_data = 0;      // the first this many data datagrams are lost
 };
 
 class Wire;
@@ -79,6 +81,10 @@ class Wire {
     if (endpoints[from]->dead) return;
     WireHeader header;
     std::memcpy(&header, frame, sizeof header);
+    if ((header.flags & kData) != 0 && faults_.drop_data > 0) {
+      --faults_.drop_data;
+      return;
+    }
     if (chance(faults_.loss) || ((header.flags & kData) == 0 && chance(faults_.ack_loss))) return;
     const int copies = chance(faults_.duplicate) ? 2 : 1;
     for (int copy = 0; copy < copies; ++copy) {
@@ -120,6 +126,9 @@ class Wire {
     }
     return false;
   }
+
+  // When the next datagram arrives (UINT64_MAX: none in flight).
+  uint64_t next_arrival() const { return in_flight_.empty() ? UINT64_MAX : in_flight_.begin()->first.first; }
 
   std::vector<std::unique_ptr<Endpoint>> endpoints;
   uint64_t now = 0;
@@ -278,6 +287,42 @@ TEST(UdReliability, EverythingAtOnceAcrossSequenceWrapAround) {
   ASSERT_TRUE(wire.settle());
   expect_all_delivered(wire, 250);
   std::printf("loss+dup+reorder: %s\n", summary(total(wire)).c_str());
+}
+
+// Between the application's calls the progress thread sleeps on the UD
+// wait fd: it wakes at an arrival or at next_deadline_ns() (the timerfd
+// arm() sets), and at nothing else. Those wakeups alone must repair a loss
+// and send the owed ack, in a handful of wakeups, and the deadline must say
+// "nothing owed" once everything is acknowledged (the thread then sleeps).
+TEST(UdReliability, DeadlinesAloneRepairALossBetweenCalls) {
+  WireFaults faults;
+  faults.drop_data = 1;
+  Wire wire(2, faults);
+  Endpoint& sender = *wire.endpoints[0];
+  Endpoint& receiver = *wire.endpoints[1];
+  const Params params;
+  EXPECT_EQ(sender.reliability.next_deadline_ns(), UINT64_MAX);
+  const std::vector<uint8_t> data = message(0, 1, 0);
+  ASSERT_GT(data.size(), 8u);
+  sender.reliability.send(1, 3, data.data(), 8, data.data() + 8, data.size() - 8, sender, wire.now);
+  EXPECT_EQ(sender.reliability.next_deadline_ns(), wire.now + params.rto_initial_ns);  // the lost one's timer
+
+  int wakeups = 0;
+  for (; wakeups < 100; ++wakeups) {
+    const uint64_t next = std::min({wire.next_arrival(), sender.reliability.next_deadline_ns(),
+                                    receiver.reliability.next_deadline_ns()});
+    if (next == UINT64_MAX) break;  // nothing owed anywhere, nothing in flight: both sleep
+    wire.now = std::max(wire.now, next - kStepNs);
+    wire.step();  // reaches `next`: arrivals, then the timers that are due
+  }
+  ASSERT_EQ(receiver.received[0].size(), 1u);
+  EXPECT_EQ(receiver.received[0][0], data);
+  EXPECT_FALSE(sender.reliability.sends_pending());
+  EXPECT_EQ(sender.reliability.stats().retransmissions, 1u);
+  EXPECT_EQ(receiver.reliability.stats().acks_sent, 1u);  // the delayed ack, sent at its deadline
+  // The retransmission timer, its arrival, the ack's deadline, the ack's arrival.
+  EXPECT_LE(wakeups, 5) << summary(total(wire));
+  EXPECT_LE(wire.now, params.rto_initial_ns + params.ack_delay_ns + 4 * kStepNs);
 }
 
 TEST(UdReliability, WindowAndPoolBoundWhatIsInFlight) {

@@ -32,6 +32,7 @@ UdTransport::UdTransport(int rank, int size, const VerbsOptions& options)
     fail(Status::config, "CHORUS_VERBS_MODE=\"ud\" has one SRQ and no RC mesh to connect: unset ",
          settings_.srq ? "CHORUS_VERBS_SRQ" : "CHORUS_VERBS_CONNECT");
   }
+  if (settings_.test_ud_drop_rank == rank) drop_fragment_ = static_cast<uint64_t>(settings_.test_ud_drop_fragment);
   port_ = choose_port(settings_);
   context_ = open_device(port_.device);
   check_rc(ibv_query_device(context_.get(), &device_attr_), concat("ibv_query_device(", port_.device, ")"));

@@ -105,6 +105,11 @@ void UdTransport::transmit(int peer, int slot, const void* frame, size_t bytes) 
     }
   } else {
     wr.wr_id = wr_id(UdWrKind::fragment, peer, static_cast<uint32_t>(slot));
+    if (data_fragments_posted_++ == drop_fragment_) {
+      // CHORUS_TEST_UD_DROP: the peer's HCA discards a datagram with a wrong qkey.
+      log::warn("verbs UD: test hook: data fragment ", drop_fragment_, " to rank ", peer, " is sent with a wrong qkey (lost)");
+      wr.wr.ud.remote_qkey = to.qkey ^ 1u;
+    }
   }
   ibv_send_wr* bad = nullptr;
   check_rc(ibv_post_send(ud_qp_.get(), &wr, &bad),

@@ -100,7 +100,11 @@ class UdTransport final : public Transport, private ud::Link {
   int poll(Sink& sink) override;
   std::string describe_peer(int peer) override;
   int wait_fd() override { return cq_->epoll_fd(); }
+  // arm() sets the timerfd behind wait_fd() to the next ack or retransmission.
   bool arm() override;
+  // Nobody else acks or retransmits: the progress thread does it while the
+  // application computes (docs/transport-ud.md, "Progress between calls").
+  bool needs_progress_between_calls() const override { return true; }
 
   // Called by Deliveries.
   void on_control(int peer, const void* data, size_t bytes) { links_->on_control(peer, data, bytes); }
@@ -152,6 +156,8 @@ class UdTransport final : public Transport, private ud::Link {
   size_t ah_bytes_ = 0;             // heap bytes per address handle, measured at connect
   size_t qp_heap_bytes_ = 0;        // heap bytes the provider took for the UD QP
   uint64_t stray_datagrams_ = 0;
+  uint64_t data_fragments_posted_ = 0;  // first transmissions and retransmissions
+  uint64_t drop_fragment_ = UINT64_MAX; // CHORUS_TEST_UD_DROP on this rank: lose this one
 
   std::unique_ptr<RcReadLinks> links_;
   int max_reads_ = 1;

@@ -20,6 +20,9 @@ Settings Settings::from_env() {
   if (auto hook = config::env_rank_and_count("CHORUS_TEST_VERBS_QP_ERROR", "PEER:N (rank and eager-send count)")) {
     std::tie(v.test_qp_error_peer, v.test_qp_error_after) = *hook;
   }
+  if (auto hook = config::env_rank_and_count("CHORUS_TEST_UD_DROP", "RANK:N (rank and UD data fragment number)")) {
+    std::tie(v.test_ud_drop_rank, v.test_ud_drop_fragment) = *hook;
+  }
   return v;
 }
 
@@ -43,6 +46,8 @@ const std::vector<config::VariableDoc>& variables() {
       {"CHORUS_UD_RC_MAX", "16", "UD mode: RC QPs kept for rendezvous reads, least recently used closed first (1..4096)"},
       {"CHORUS_TEST_VERBS_QP_ERROR", "unset",
        "test hook, PEER:N: after N eager sends every other rank moves its QP to PEER into the error state"},
+      {"CHORUS_TEST_UD_DROP", "unset",
+       "test hook, RANK:N: in UD mode, rank RANK's N-th data fragment (0: the first) is lost on the wire"},
   };
   return docs;
 }

@@ -31,6 +31,11 @@ struct Settings {
   // the data path never looks at it.
   int test_qp_error_peer = -1;
   int test_qp_error_after = 0;
+  // Test hook CHORUS_TEST_UD_DROP="RANK:N": rank RANK sends its N-th UD data
+  // fragment (0: the first; retransmissions count) with a wrong qkey, so the
+  // receiving HCA drops it: one lost datagram at a known place (tests/verbs).
+  int test_ud_drop_rank = -1;
+  int test_ud_drop_fragment = 0;
 
   // Reads and validates every variable above; throws Error(Status::config)
   // naming the variable, the value and what is accepted.
