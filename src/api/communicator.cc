@@ -1,11 +1,11 @@
-#include "communicator_impl.hpp"
+#include "api/communicator_impl.hpp"
 
-#include "block_collectives.hpp"
+#include "api/block_collectives.hpp"
 
 #include "common/error.hpp"
 #include "common/foreign_signal_handlers.hpp"
 #include "common/log.hpp"
-#include "transport_factory.hpp"
+#include "api/transport_factory.hpp"
 
 #include <unistd.h>
 

@@ -1,8 +1,8 @@
 // The C API: thin wrappers that turn chorus::Error into a status code plus a
 // thread-local message (chorus_last_error).
-#include "block_collectives.hpp"
+#include "api/block_collectives.hpp"
+#include "api/communicator_impl.hpp"
 #include "common/error.hpp"
-#include "communicator_impl.hpp"
 
 #include <chorus/chorus.h>
 
