@@ -1,7 +1,7 @@
 // chorusrun: starts the ranks of a chorus job (see `chorusrun --help` and
 // docs/launcher.md).
-#include "job.hpp"
 #include "options.hpp"
+#include "rank_processes.hpp"
 
 #include "bootstrap/departures.hpp"
 #include "bootstrap/store.hpp"

@@ -3,6 +3,7 @@
 
 #include "common/log.hpp"
 #include "common/shm_regions.hpp"
+#include "transports/ofi/eager_order.hpp"
 #include "transports/ofi/ofi_info.hpp"
 #include "transports/ofi/ofi_library.hpp"
 #include "transports/ofi/stall_escape.hpp"
@@ -13,7 +14,6 @@
 #include <atomic>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <string_view>
 #include <unistd.h>
@@ -25,14 +25,6 @@ namespace {
 
 using namespace ofi;
 
-// Before every eager message: the sender's rank and a per-destination
-// sequence number. Some providers (tcp;ofi_rxm past its eager buffer size)
-// deliver a peer's messages out of order; the receiver restores the order
-// the contract promises.
-struct EagerHeader {
-  uint32_t source;
-  uint32_t sequence;
-};
 constexpr size_t kSourceHeader = sizeof(EagerHeader);
 constexpr size_t kSendBuffers = 256;
 constexpr size_t kMinRecvBuffers = 128;
@@ -162,8 +154,7 @@ class OfiTransport final : public Transport {
       fail(Status::internal, "ofi: connect got ", peers.size(), " addresses for ", size_, " ranks");
     }
     next_send_sequence_.assign(peers.size(), 0);
-    next_receive_sequence_.assign(peers.size(), 0);
-    early_.assign(peers.size(), {});
+    received_order_.reset(peers.size());
     addresses_.assign(peers.size(), FI_ADDR_UNSPEC);
     const size_t own_length = address().size();
     for (size_t r = 0; r < peers.size(); ++r) {
@@ -484,7 +475,7 @@ class OfiTransport final : public Transport {
           sink.on_error(0, -1, Error(Status::internal, concat("ofi: malformed eager message of ", length, " bytes")));
           return;
         }
-        deliver_in_order(sink, header, slot + kSourceHeader, length - kSourceHeader);
+        received_order_.deliver(sink, header, slot + kSourceHeader, length - kSourceHeader);
         post_receive(op.index);  // after the sink is done with the bytes
         return;
       }
@@ -533,32 +524,6 @@ class OfiTransport final : public Transport {
     }
   }
 
-  // Hands messages to the sink in each peer's send order; early arrivals wait
-  // (copied) until the gap before them fills.
-  void deliver_in_order(Sink& sink, const EagerHeader& header, const uint8_t* data, size_t bytes) {
-    const size_t peer = header.source;
-    uint32_t& expected = next_receive_sequence_[peer];
-    if (header.sequence != expected) {
-      if (static_cast<int32_t>(header.sequence - expected) < 0) {
-        sink.on_error(0, static_cast<int>(peer),
-                      Error(Status::internal, concat("ofi: duplicate eager message ", header.sequence, " from rank ", peer),
-                            static_cast<int>(peer)));
-        return;
-      }
-      early_[peer].emplace(header.sequence, std::vector<uint8_t>(data, data + bytes));
-      return;
-    }
-    sink.on_eager(static_cast<int>(peer), data, bytes);
-    ++expected;
-    auto& waiting = early_[peer];
-    for (auto it = waiting.find(expected); it != waiting.end(); it = waiting.find(expected)) {
-      std::vector<uint8_t> message = std::move(it->second);
-      waiting.erase(it);
-      sink.on_eager(static_cast<int>(peer), message.data(), message.size());
-      ++expected;
-    }
-  }
-
   // Jobs are referenced by pending pieces until they finish; drop finished ones from the front.
   void retire_jobs() {
     while (!jobs_.empty() && jobs_.front().pieces_left == 0) jobs_.pop_front();
@@ -578,8 +543,7 @@ class OfiTransport final : public Transport {
   int wait_fd_ = -1;
   std::vector<fi_addr_t> addresses_;
   std::vector<uint32_t> next_send_sequence_;     // per destination
-  std::vector<uint32_t> next_receive_sequence_;  // per source
-  std::vector<std::map<uint32_t, std::vector<uint8_t>>> early_;  // per source: arrived ahead of order
+  EagerOrder received_order_;                    // per source: restores the send order
   uint64_t next_key_ = 1;
 
   std::vector<uint8_t> send_slab_, recv_slab_;

@@ -1,13 +1,14 @@
+// The shared-memory transport's data path: eager messages through the rings
+// (write, publish, drain, wait for space), rendezvous reads with
+// process_vm_readv, and their reports. Segments and their setup: shm_segment.{hpp,cc}.
 #include "transports/shm/shm_transport.hpp"
 
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "transports/copies.hpp"
+#include "transports/shm/shm_segment.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -16,126 +17,13 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <fstream>
-#include <new>
 #include <vector>
 
 namespace chorus::transport {
 
 namespace {
 
-constexpr uint64_t kSegmentMagic = 0x43484f5255534d31ull;  // "CHORUSM1"
-constexpr uint32_t kLayoutVersion = 2;
-constexpr size_t kCacheLine = 64;
-// Records start on cache lines: a small message and its header are one line,
-// so the receiver sees it with one cache miss.
-constexpr size_t kRecordAlign = kCacheLine;
-constexpr size_t kRecordHeaderBytes = 16;
-
-// Record in a ring: this header, then `bytes` of message, padded to a line.
-// `sequence` is the record's absolute ring offset + 1 (never 0), stored last
-// with release: the receiver polls it at its tail, so no separate head
-// counter (and no second cache line) is needed. The receiver zeroes the
-// first word of every line it consumed before giving the space back, so a
-// line start holds either 0 or a header written in the current lap; stale
-// bytes can never pass for a record.
-struct RecordHeader {
-  uint64_t sequence;
-  uint32_t bytes;
-  uint32_t kind;  // kMessage, or kWrap: the rest of the ring up to its end is unused
-};
-constexpr uint32_t kMessage = 1;
-constexpr uint32_t kWrap = 2;
-static_assert(sizeof(RecordHeader) == kRecordHeaderBytes);
-
-std::atomic_ref<uint64_t> sequence_of(uint8_t* record) {
-  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(record));
-}
-
-// Start of every segment. `owner_address` is where the owner mapped this
-// header, so a peer can check with one process_vm_readv that it may read the
-// owner's memory at all before any rendezvous depends on it.
-struct SegmentHeader {
-  uint64_t magic;
-  uint32_t version;
-  uint32_t senders;
-  uint64_t ring_bytes;
-  uint64_t owner_address;
-  int64_t owner_pid;
-  std::atomic<uint32_t> attached;  // peers that have mapped this segment
-};
-static_assert(sizeof(SegmentHeader) <= kCacheLine);
-
-// The receiver's progress, on a line of its own: written by the receiver
-// after each batch, read by the sender only when the ring looks full.
-struct RingControl {
-  alignas(kCacheLine) std::atomic<uint64_t> tail;  // bytes consumed, by the receiver
-};
-static_assert(sizeof(RingControl) == kCacheLine);
-static_assert(std::atomic<uint64_t>::is_always_lock_free);
-
-size_t round_up(size_t value, size_t to) { return (value + to - 1) / to * to; }
-
-size_t controls_offset() { return kCacheLine; }
-size_t rings_offset(int senders) {
-  return round_up(controls_offset() + static_cast<size_t>(senders) * sizeof(RingControl), 4096);
-}
-size_t segment_bytes(int senders, size_t ring_bytes) {
-  return rings_offset(senders) + static_cast<size_t>(senders) * ring_bytes;
-}
-
-// The connection blob: what a peer needs to map our segment.
-struct AddressBlob {
-  uint64_t magic;
-  int64_t pid;
-  uint64_t segment_bytes;
-  char host[64];
-  char name[64];
-};
-
-std::string host_name() {
-  char host[64] = {};
-  if (gethostname(host, sizeof host - 1) != 0) return "?";
-  return host;
-}
-
-// A mapped segment (ours or a peer's); unmapped on destruction.
-class Mapping {
- public:
-  Mapping() = default;
-  Mapping(void* base, size_t bytes) : base_(base), bytes_(bytes) {}
-  Mapping(Mapping&& other) noexcept : base_(std::exchange(other.base_, nullptr)), bytes_(other.bytes_) {}
-  Mapping& operator=(Mapping&& other) noexcept {
-    std::swap(base_, other.base_);
-    std::swap(bytes_, other.bytes_);
-    return *this;
-  }
-  ~Mapping() {
-    if (base_ != nullptr) munmap(base_, bytes_);
-  }
-  uint8_t* bytes() const { return static_cast<uint8_t*>(base_); }
-  SegmentHeader* header() const { return static_cast<SegmentHeader*>(base_); }
-  RingControl* control(int sender) const {
-    return reinterpret_cast<RingControl*>(bytes() + controls_offset()) + sender;
-  }
-  uint8_t* ring(int sender, size_t ring_bytes) const {
-    return bytes() + rings_offset(static_cast<int>(header()->senders)) + static_cast<size_t>(sender) * ring_bytes;
-  }
-  bool mapped() const { return base_ != nullptr; }
-
- private:
-  void* base_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-Mapping map_segment(int fd, size_t bytes, const char* what, const std::string& name, int peer) {
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    fail_peer(Status::transport, peer, "shm: mmap of ", what, " segment ", name, " (", bytes,
-              " bytes) failed: ", errno_string(errno));
-  }
-  return Mapping(base, bytes);
-}
+using namespace shm;
 
 class ShmRegion final : public MemoryRegion {
  public:
@@ -184,25 +72,16 @@ class ShmTransport final : public Transport {
     if (prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) != 0 && errno != EINVAL) {
       log::warn("shm: prctl(PR_SET_PTRACER) failed: ", errno_string(errno));
     }
-    create_own_segment();
+    OwnSegment own = create_own_segment(size_, ring_bytes_);
+    own_ = std::move(own.mapping);
+    own_fd_ = own.fd;
   }
 
   ~ShmTransport() override { stop_sharing_own_segment(); }
 
   std::string name() const override { return "shm"; }
 
-  Blob address() override {
-    AddressBlob blob{};
-    blob.magic = kSegmentMagic;
-    blob.pid = getpid();
-    blob.segment_bytes = segment_bytes(size_, ring_bytes_);
-    std::snprintf(blob.host, sizeof blob.host, "%s", host_name().c_str());
-    // Peers open the segment through our descriptor: it has no name in /dev/shm.
-    std::snprintf(blob.name, sizeof blob.name, "/proc/%d/fd/%d", static_cast<int>(getpid()), own_fd_);
-    Blob out(sizeof blob);
-    std::memcpy(out.data(), &blob, sizeof blob);
-    return out;
-  }
+  Blob address() override { return segment_address(own_fd_, size_, ring_bytes_); }
 
   void connect(const std::vector<Blob>& peers) override {
     if (peers.size() != static_cast<size_t>(size_)) {
@@ -217,12 +96,13 @@ class ShmTransport final : public Transport {
         state.out.ring = own_.ring(rank_, ring_bytes_);
         continue;
       }
-      const AddressBlob blob = parse_address(peers[static_cast<size_t>(peer)], peer, own_host);
+      const AddressBlob blob =
+          parse_address(peers[static_cast<size_t>(peer)], peer, rank_, size_, ring_bytes_, own_host);
       state.pid = static_cast<pid_t>(blob.pid);
-      state.segment = open_peer_segment(blob, peer);
+      state.segment = open_peer_segment(blob, peer, size_, ring_bytes_);
       state.out.control = state.segment.control(rank_);
       state.out.ring = state.segment.ring(rank_, ring_bytes_);
-      check_cross_memory_attach(state, peer);
+      check_cross_memory_attach(state.pid, state.segment, peer);
       state.segment.header()->attached.fetch_add(1, std::memory_order_acq_rel);
     }
     connected_ = true;
@@ -326,135 +206,6 @@ class ShmTransport final : public Transport {
   void check_peer(int peer, const char* what) const {
     if (peer < 0 || peer >= size_) fail(Status::internal, "shm: ", what, " rank ", peer, " of ", size_);
     if (!connected_) fail(Status::internal, "shm: ", what, " rank ", peer, " before connect");
-  }
-
-  void create_own_segment() {
-    static std::atomic<unsigned> created{0};
-    // The name lives only between these two calls: however this process ends
-    // later, it leaves no file in /dev/shm. Peers open the segment through
-    // /proc/<pid>/fd/<fd> until all have mapped it. "<pid>:..." like libfabric
-    // shm's files, so chorusrun's clean-up of a rank's /dev/shm files
-    // (shm_regions::remove_stale) covers even that instant.
-    segment_name_ = concat("/", getpid(), ":chorus-shm-", created.fetch_add(1));
-    const size_t bytes = segment_bytes(size_, ring_bytes_);
-    const int fd = shm_open(segment_name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) {
-      fail(Status::transport, "shm: shm_open(/dev/shm", segment_name_, ") failed: ", errno_string(errno));
-    }
-    if (shm_unlink(segment_name_.c_str()) != 0) {
-      const int err = errno;
-      close(fd);
-      fail(Status::transport, "shm: shm_unlink(/dev/shm", segment_name_, ") failed: ", errno_string(err));
-    }
-    // posix_fallocate, not just ftruncate: a tmpfs too small for the rings
-    // (a container's default /dev/shm is 64 MiB) must fail here, clearly,
-    // and not with SIGBUS on the first write to a page it cannot back.
-    const int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-    if (err != 0) {
-      close(fd);
-      fail(Status::transport, "shm: reserving ", bytes, " bytes for /dev/shm", segment_name_, " failed: ",
-           errno_string(err),
-           err == ENOSPC ? concat(" (each rank needs ranks x ", ring_bytes_,
-                                  " bytes of /dev/shm: enlarge it, e.g. docker --shm-size, or use CHORUS_TRANSPORT=ofi)")
-                         : std::string());
-    }
-    try {
-      own_ = map_segment(fd, bytes, "own", concat("/dev/shm", segment_name_), -1);
-    } catch (...) {
-      close(fd);
-      throw;
-    }
-    own_fd_ = fd;
-    SegmentHeader* header = new (own_.bytes()) SegmentHeader{};
-    header->magic = kSegmentMagic;
-    header->version = kLayoutVersion;
-    header->senders = static_cast<uint32_t>(size_);
-    header->ring_bytes = ring_bytes_;
-    header->owner_address = reinterpret_cast<uintptr_t>(header);
-    header->owner_pid = getpid();
-    for (int sender = 0; sender < size_; ++sender) new (own_.control(sender)) RingControl{};
-  }
-
-  AddressBlob parse_address(const Blob& bytes, int peer, const std::string& own_host) const {
-    AddressBlob blob{};
-    if (bytes.size() != sizeof blob) {
-      fail_peer(Status::transport, peer, "shm: rank ", peer, " published a ", bytes.size(),
-                "-byte address, expected ", sizeof blob, " (is it running the shm transport of this chorus version?)");
-    }
-    std::memcpy(&blob, bytes.data(), sizeof blob);
-    blob.host[sizeof blob.host - 1] = '\0';
-    blob.name[sizeof blob.name - 1] = '\0';
-    if (blob.magic != kSegmentMagic) {
-      fail_peer(Status::transport, peer, "shm: rank ", peer, " published an address that is not a chorus shm one");
-    }
-    if (own_host != blob.host) {
-      fail_peer(Status::transport, peer, "shm: rank ", peer, " runs on host \"", blob.host, "\", rank ", rank_,
-                " on \"", own_host, "\": the shm transport joins ranks of one host only (CHORUS_TRANSPORT=ofi "
-                "or verbs spans hosts)");
-    }
-    if (blob.segment_bytes != segment_bytes(size_, ring_bytes_)) {
-      fail_peer(Status::transport, peer, "shm: rank ", peer, "'s segment is ", blob.segment_bytes,
-                " bytes, this rank expects ", segment_bytes(size_, ring_bytes_),
-                " (do all ranks use the same CHORUS_EAGER_LIMIT?)");
-    }
-    return blob;
-  }
-
-  Mapping open_peer_segment(const AddressBlob& blob, int peer) const {
-    // Only a descriptor of the process that published the address: a
-    // malformed one must not open some other file.
-    if (std::string(blob.name).rfind(concat("/proc/", blob.pid, "/fd/"), 0) != 0) {
-      fail_peer(Status::transport, peer, "shm: rank ", peer, " published the segment path \"", blob.name,
-                "\", which is not one of its descriptors (is it running the shm transport of this chorus version?)");
-    }
-    const int fd = open(blob.name, O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
-      const int err = errno;
-      fail_peer(Status::transport, peer, "shm: opening rank ", peer, "'s segment ", blob.name, " failed: ",
-                errno_string(err), " (rank ", peer, ", pid ", blob.pid, ")",
-                err == EACCES || err == EPERM
-                    ? "; this kernel or container forbids opening another process' descriptors (Yama ptrace_scope, "
-                      "CAP_SYS_PTRACE): use CHORUS_TRANSPORT=ofi"
-                    : "");
-    }
-    struct stat facts {};
-    if (fstat(fd, &facts) != 0 || static_cast<uint64_t>(facts.st_size) < blob.segment_bytes) {
-      close(fd);
-      fail_peer(Status::transport, peer, "shm: rank ", peer, "'s segment ", blob.name,
-                " is smaller than the ", blob.segment_bytes, " bytes it announced");
-    }
-    Mapping mapping;
-    try {
-      mapping = map_segment(fd, blob.segment_bytes, "a peer's", blob.name, peer);
-    } catch (...) {
-      close(fd);
-      throw;
-    }
-    close(fd);
-    const SegmentHeader* header = mapping.header();
-    if (header->magic != kSegmentMagic || header->version != kLayoutVersion ||
-        header->senders != static_cast<uint32_t>(size_) || header->ring_bytes != ring_bytes_ ||
-        header->owner_pid != blob.pid) {
-      fail_peer(Status::transport, peer, "shm: rank ", peer, "'s segment ", blob.name,
-                " does not hold the layout it announced (another job's file?)");
-    }
-    return mapping;
-  }
-
-  // Rendezvous depends on reading the peer's memory: find out now, with a
-  // clear message, rather than in the first large collective.
-  void check_cross_memory_attach(const Peer& state, int peer) const {
-    uint64_t magic = 0;
-    iovec into{&magic, sizeof magic};
-    iovec from{reinterpret_cast<void*>(state.segment.header()->owner_address), sizeof magic};
-    const ssize_t copied = process_vm_readv(state.pid, &into, 1, &from, 1, 0);
-    if (copied != static_cast<ssize_t>(sizeof magic) || magic != kSegmentMagic) {
-      const int err = copied < 0 ? errno : EIO;
-      fail_peer(Status::transport, peer, "shm: reading rank ", peer, " (pid ", state.pid,
-                ")'s memory with process_vm_readv failed: ", errno_string(err),
-                "; this kernel or container forbids cross-memory attach (Yama ptrace_scope, seccomp, "
-                "CAP_SYS_PTRACE): use CHORUS_TRANSPORT=ofi");
-    }
   }
 
   Error read_error(int peer, int err, size_t bytes, uint64_t address) const {
@@ -591,7 +342,6 @@ class ShmTransport final : public Transport {
   const int size_;
   const size_t max_eager_;
   const size_t ring_bytes_;
-  std::string segment_name_;
   int own_fd_ = -1;  // open until every peer has mapped the segment through it
   bool connected_ = false;
   bool sent_to_self_ = false;
@@ -603,18 +353,6 @@ class ShmTransport final : public Transport {
 };
 
 }  // namespace
-
-bool shm_cross_memory_attach_allowed(std::string* why) {
-  std::ifstream file("/proc/sys/kernel/yama/ptrace_scope");
-  int scope = 0;
-  if (!(file >> scope)) return true;  // no Yama
-  if (scope <= 1) return true;
-  if (why != nullptr) {
-    *why = concat("/proc/sys/kernel/yama/ptrace_scope is ", scope,
-                  ": processes may not read each other's memory (process_vm_readv)");
-  }
-  return false;
-}
 
 std::unique_ptr<Transport> make_shm_transport(int rank, int size, const ShmOptions& options) {
   return std::make_unique<ShmTransport>(rank, size, options);

@@ -2,10 +2,10 @@
 // their argument rules and their chorus::Communicator entry points. They run
 // through the same path as every collective (CommunicatorImpl::run:
 // validate -> select -> call check -> algorithm).
-#include "block_collectives.hpp"
+#include "api/block_collectives.hpp"
 
+#include "api/communicator_impl.hpp"
 #include "common/error.hpp"
-#include "communicator_impl.hpp"
 
 #include <numeric>
 

@@ -1,4 +1,4 @@
-#include "job.hpp"
+#include "rank_processes.hpp"
 
 #include "common/shm_regions.hpp"
 

@@ -1,4 +1,4 @@
-#include "transport_factory.hpp"
+#include "api/transport_factory.hpp"
 
 #include "common/error.hpp"
 #include "common/log.hpp"

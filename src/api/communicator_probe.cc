@@ -1,7 +1,7 @@
 // Probing for point-to-point messages (MPI_Iprobe / MPI_Probe): the engine
 // looks at its unexpected queue without taking the message, so the receive
 // that follows gets exactly the message probed (same source and tag).
-#include "communicator_impl.hpp"
+#include "api/communicator_impl.hpp"
 
 #include "common/error.hpp"
 

@@ -1,7 +1,7 @@
 // Non-blocking calls (docs/nonblocking.md): each starts an nb::Operation
 // under the session lock and hands it to the session's Progress; the public
 // Request waits on it.
-#include "communicator_impl.hpp"
+#include "api/communicator_impl.hpp"
 
 #include "common/error.hpp"
 

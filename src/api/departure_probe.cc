@@ -1,7 +1,7 @@
 // How a rank learns that a peer has left the job (bootstrap/departures.hpp):
 // the engine's failure probe, asked about once a second by a wait that makes
 // no progress, and the announcement a leaving rank makes.
-#include "communicator_impl.hpp"
+#include "api/communicator_impl.hpp"
 
 #include "common/log.hpp"
 

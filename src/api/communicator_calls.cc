@@ -1,0 +1,301 @@
+// The call path of a collective and of blocking point-to-point: validate,
+// choose the algorithm, the call check (digest, CHORUS_CHECK_CALLS, stray
+// messages), execute; send and recv.
+#include "api/communicator_impl.hpp"
+
+#include "api/block_collectives.hpp"
+#include "common/error.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace chorus {
+
+namespace {
+
+// Tags are built by p2p::CallTag (src/p2p/call_tag.hpp), their one owner.
+constexpr int kMaxUserTag = p2p::CallTag::kMaxUserTag;
+
+bool is_reduction(Collective op) {
+  return op == Collective::allreduce || op == Collective::reduce || op == Collective::reduce_scatter ||
+         op == Collective::scan || op == Collective::exscan;
+}
+
+bool has_root(Collective op) {
+  return op == Collective::broadcast || op == Collective::reduce || op == Collective::gather ||
+         op == Collective::gatherv || op == Collective::scatter || op == Collective::scatterv;
+}
+
+// FNV-1a (64-bit) over the fields every rank must pass alike, a word per
+// field, the algorithm by its precomputed name hash (this runs on every call:
+// small collectives take a few hundred nanoseconds); 0 is reserved for "not a
+// collective".
+uint32_t call_digest(Collective op, const coll::Args& args, const coll::Algorithm& algorithm) {
+  uint64_t hash = 14695981039346656037ull;
+  auto mix = [&](uint64_t value) { hash = (hash ^ value) * 1099511628211ull; };
+  mix(static_cast<uint64_t>(op));
+  mix(agreed_count(op, args).value_or(0));  // v-variants: counts differ per rank
+  mix(static_cast<uint64_t>(args.dtype));
+  mix(is_reduction(op) ? static_cast<uint64_t>(args.op) : 0);
+  mix(has_root(op) ? static_cast<uint64_t>(args.root) : 0);
+  mix(algorithm.hash);
+  const auto folded = static_cast<uint32_t>(hash ^ (hash >> 32));
+  return folded == 0 ? 1 : folded;
+}
+
+std::string describe_call(Collective op, const coll::Args& args, std::string_view algorithm) {
+  if (op == Collective::barrier) return concat("barrier() with algorithm ", algorithm);
+  return concat(to_string(op), "(count ", args.count, " of ", to_string(args.dtype),
+                is_reduction(op) ? concat(", op ", to_string(args.op)) : std::string(),
+                has_root(op) ? concat(", root ", args.root) : std::string(), ") with algorithm ", algorithm);
+}
+
+}  // namespace
+
+// One rank's call as CHORUS_CHECK_CALLS compares it (fixed layout: it is
+// allgathered as bytes).
+struct CallRecord {
+  int32_t op, dtype, reduce_op, root;
+  uint64_t count;
+  int32_t algorithm;  // index in coll::algorithms(op)
+  int32_t unused = 0;
+  bool operator==(const CallRecord&) const = default;
+};
+
+namespace {
+
+CallRecord record_of(Collective op, const coll::Args& args, const coll::Algorithm& algorithm) {
+  const auto all = coll::algorithms(op);
+  const auto index = std::find(all.begin(), all.end(), &algorithm) - all.begin();
+  return {static_cast<int32_t>(op), static_cast<int32_t>(args.dtype), is_reduction(op) ? static_cast<int32_t>(args.op) : 0,
+          has_root(op) ? args.root : 0, agreed_count(op, args).value_or(0), static_cast<int32_t>(index)};
+}
+
+std::string describe_record(const CallRecord& r) {
+  const auto op = static_cast<Collective>(r.op);
+  const auto all = coll::algorithms(op);
+  const std::string_view algorithm =
+      r.algorithm >= 0 && static_cast<size_t>(r.algorithm) < all.size() ? all[static_cast<size_t>(r.algorithm)]->name : "?";
+  coll::Args args{nullptr, nullptr, r.count, static_cast<DataType>(r.dtype), static_cast<ReduceOp>(r.reduce_op), r.root};
+  return describe_call(op, args, algorithm);
+}
+
+}  // namespace
+
+size_t payload_bytes(Collective op, const coll::Args& args, int size) {
+  if (is_block_collective(op)) return block_collective_elements(op, args, size) * datatype_size(args.dtype);
+  size_t bytes = args.count * datatype_size(args.dtype);
+  switch (op) {
+    case Collective::allgather:
+    case Collective::reduce_scatter:
+    case Collective::alltoall:
+      return bytes * static_cast<size_t>(size);
+    case Collective::barrier:
+      return 0;
+    default:
+      return bytes;
+  }
+}
+
+void CommunicatorImpl::validate(Collective op, const coll::Args& args) const {
+  const std::string_view name = to_string(op);
+  if (static_cast<unsigned>(args.dtype) >= static_cast<unsigned>(kNumDataTypes)) {
+    fail(Status::invalid_argument, name, ": invalid datatype value ", static_cast<int>(args.dtype));
+  }
+  if (is_reduction(op) && static_cast<unsigned>(args.op) >= static_cast<unsigned>(kNumReduceOps)) {
+    fail(Status::invalid_argument, name, ": invalid reduction op value ", static_cast<int>(args.op));
+  }
+  if (has_root(op) && (args.root < 0 || args.root >= size())) {
+    fail(Status::invalid_argument, name, ": root ", args.root, " is not a rank of this communicator (0..", size() - 1,
+         ")");
+  }
+  const size_t elem = datatype_size(args.dtype);
+  const size_t ranks = static_cast<size_t>(size());
+  if (args.count > kMaxCallBytes / elem / ranks) {
+    fail(Status::invalid_argument, name, ": count ", args.count, " of ", to_string(args.dtype), " on ", ranks,
+         " ranks overflows the largest payload chorus accepts (2^60 bytes in all)");
+  }
+  if (is_block_collective(op)) return validate_block_collective(op, args, rank(), size());
+  if (op == Collective::barrier || args.count == 0) return;
+  bool send_needed = op != Collective::broadcast;
+  bool recv_needed = op != Collective::reduce || rank() == args.root;
+  if (send_needed && args.send == nullptr) fail(Status::invalid_argument, name, ": null send buffer with count ", args.count);
+  if (recv_needed && args.recv == nullptr) {
+    fail(Status::invalid_argument, name, ": null ", op == Collective::broadcast ? "" : "receive ", "buffer with count ",
+         args.count);
+  }
+}
+
+const coll::Algorithm& CommunicatorImpl::choose(Collective op, size_t bytes) const {
+  const coll::Algorithm* forced = forced_[static_cast<size_t>(op)];
+  return forced != nullptr ? *forced : coll::select(op, bytes, size());
+}
+
+void CommunicatorImpl::run_single_rank(Collective op, const coll::Args& args) {
+  if (is_block_collective(op)) return coll::run_alone(op, args);
+  const size_t bytes = payload_bytes(op, args, 1);
+  if (bytes == 0 || op == Collective::barrier || op == Collective::broadcast || args.send == args.recv || args.recv == nullptr) return;
+  std::memmove(args.recv, args.send, bytes);
+}
+
+void CommunicatorImpl::run(Collective op, const coll::Args& args) {
+  CallScope scope(*this, to_string(op).data());
+  std::lock_guard lock(session_->mutex);
+  check_usable();
+  run_locked(op, args);
+}
+
+void CommunicatorImpl::run_locked(Collective op, const coll::Args& user_args) {
+  validate(op, user_args);
+  note_call(++*calls_made_, to_string(op), -1);
+  if (size() == 1) return run_single_rank(op, user_args);
+  execute(prepare(op, user_args, scratch_), scratch_, nullptr);
+}
+
+PreparedCall CommunicatorImpl::prepare(Collective op, const coll::Args& user_args, coll::Scratch& scratch) {
+  PreparedCall prepared;
+  prepared.op = op;
+  prepared.algorithm = &choose(op, payload_bytes(op, user_args, size()));
+  // Before the count == 0 shortcut: a rank passing 0 where others do not is a mismatch too.
+  if (session_->settings.check_calls) prepared.check_call = p2p::CallTag::collective(context_id_, sequence_++);
+  prepared.args = user_args;
+  // gatherv/scatterv/alltoallv run with per-rank counts (some ranks may pass 0).
+  const std::optional<uint64_t> count = agreed_count(op, user_args);
+  if (op != Collective::barrier && count && *count == 0) return prepared;
+  if (op == Collective::reduce && prepared.args.recv == nullptr) {
+    // MPI lets non-roots pass no receive buffer; algorithms may still use one.
+    prepared.args.recv = scratch.get(3, prepared.args.count * datatype_size(prepared.args.dtype));
+  }
+  prepared.call = p2p::CallTag::collective(context_id_, sequence_++);
+  prepared.digest = call_digest(op, prepared.args, *prepared.algorithm);
+  return prepared;
+}
+
+void CommunicatorImpl::execute(const PreparedCall& call, coll::Scratch& scratch, coll::Suspender* suspender) {
+  const char* name = to_string(call.op).data();
+  const coll::Algorithm& algorithm = *call.algorithm;
+  if (call.check_call) {
+    guarded(name, [&] {
+      verify_same_call(record_of(call.op, call.args, algorithm), *call.check_call, scratch, suspender);
+    });
+  }
+  if (!call.call) return;
+  coll::Context context(*session_->engine, engine_ranks_, rank(), *call.call, scratch, tuning_, call.digest, suspender);
+  try {
+    guarded(name, [&] {
+      try {
+        algorithm.run(context, call.args);
+        check_no_stray_messages(*call.call, suspender != nullptr);
+      } catch (const Error& e) {
+        // The engine saw another call's digest or size: say what this rank called.
+        if (e.status() != Status::invalid_argument && e.status() != Status::truncated) throw;
+        throw Error(e.status(),
+                    concat(e.what(), "; this rank called ", describe_call(call.op, call.args, algorithm.name)), e.peer());
+      }
+    });
+  } catch (const Error& e) {
+    // Ranks that disagree on a call: the others may wait for this rank in
+    // it, or be past it already. Say so in the store, so each of them fails
+    // within about a second naming this rank and the disagreement, instead
+    // of waiting out CHORUS_TIMEOUT (the departure probe reads it).
+    if (e.status() == Status::invalid_argument || e.status() == Status::truncated) {
+      session_->announce_departure(e.what(), true);
+    }
+    throw;
+  }
+}
+
+// A message of this call still unreceived when the call is complete, or of
+// an earlier call of this communicator that completed without it, was sent
+// by a rank that called something else (another root, collective or count):
+// an error naming that rank, never a message left behind for ever.
+void CommunicatorImpl::check_no_stray_messages(p2p::CallTag call, bool nonblocking) {
+  p2p::Engine& engine = *session_->engine;
+  if (engine.unexpected_count() == 0) return;
+  const uint32_t context = context_id_, sequence = p2p::CallTag::sequence_of(call.base());
+  // With non-blocking calls of this communicator outstanding, earlier calls
+  // may still be waiting for their messages: only this call's count then.
+  const bool earlier_done = !nonblocking && outstanding_operations_ == 0;
+  const auto stray = engine.find_unexpected([&](int, p2p::Tag tag) {
+    if (p2p::CallTag::is_point_to_point(tag) || p2p::CallTag::context_of(tag) != context) return false;
+    const uint32_t behind = sequence - p2p::CallTag::sequence_of(tag);  // wraps with the sequence
+    return behind == 0 || (earlier_done && behind < (1u << 31));
+  });
+  if (!stray) return;
+  const int source = rank_of_engine_rank_[static_cast<size_t>(stray->first)];
+  fail_peer(Status::invalid_argument, source, "rank ", rank_, " completed ",
+            p2p::CallTag::sequence_of(stray->second) == sequence ? "this call" : "an earlier call",
+            " without a message rank ", source, " sent for it (", p2p::CallTag::describe(stray->second),
+            "): the ranks disagree on the collective, its root or its count");
+}
+
+// CHORUS_CHECK_CALLS: every rank learns every rank's call, so all of them
+// fail together, naming the ranks that differ, before any data moves.
+void CommunicatorImpl::verify_same_call(const CallRecord& mine, p2p::CallTag call, coll::Scratch& scratch,
+                                        coll::Suspender* suspender) {
+  std::vector<CallRecord> everyone(static_cast<size_t>(size()));
+  coll::Context context(*session_->engine, engine_ranks_, rank(), call, scratch, tuning_, 0, suspender);
+  coll::algorithms(Collective::allgather).front()->run(
+      context, {&mine, everyone.data(), sizeof(CallRecord), DataType::uint8, ReduceOp::sum, 0});
+  std::string differences;
+  for (int r = 0; r < size(); ++r) {
+    const CallRecord& theirs = everyone[static_cast<size_t>(r)];
+    if (theirs == mine) continue;
+    differences += concat(differences.empty() ? "" : "; ", "rank ", r, " called ", describe_record(theirs));
+  }
+  if (!differences.empty()) {
+    fail(Status::invalid_argument, "the ranks' calls differ (CHORUS_CHECK_CALLS=1): rank ", rank_, " (this rank) called ",
+         describe_record(mine), "; ", differences);
+  }
+}
+
+void CommunicatorImpl::send(const void* buf, size_t bytes, int peer, int tag) {
+  CallScope scope(*this, "send");
+  std::lock_guard lock(session_->mutex);
+  check_usable();
+  if (tag < 0 || tag > kMaxUserTag) fail(Status::invalid_argument, "send: tag ", tag, " outside 0..", kMaxUserTag);
+  check_message_bytes("send", bytes);
+  const int engine_peer = engine_rank_of(peer, "send");
+  note_call(0, "send", engine_peer);
+  guarded("send", [&] {
+    auto request = session_->engine->isend(engine_peer, p2p::CallTag::point_to_point(context_id_, tag), buf, bytes);
+    session_->engine->wait(request);
+  });
+}
+
+Received CommunicatorImpl::recv(void* buf, size_t bytes, int peer, int tag) {
+  CallScope scope(*this, "recv");
+  std::lock_guard lock(session_->mutex);
+  check_usable();
+  if (tag != kAnyTag && (tag < 0 || tag > kMaxUserTag)) {
+    fail(Status::invalid_argument, "recv: tag ", tag, " outside 0..", kMaxUserTag, " (or kAnyTag)");
+  }
+  check_message_bytes("recv", bytes);
+  const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "recv");
+  note_call(0, "recv", engine_peer);
+  const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
+  p2p::Completion done;
+  std::optional<Error> truncated;
+  guarded("recv", [&] {
+    try {
+      auto request = session_->engine->irecv(engine_peer, p2p::CallTag::point_to_point(context_id_, tag == kAnyTag ? 0 : tag), buf, bytes,
+                                             mask);
+      done = session_->engine->wait(request);
+    } catch (const Error& e) {
+      // A message larger than the buffer is the receiver's mistake: the
+      // sender completed normally and the engine is consistent, so the
+      // communicator stays usable (not sticky).
+      if (e.status() != Status::truncated) throw;
+      truncated = Error(e.status(), concat("recv on rank ", rank_, ": ", e.what()), e.peer());
+    }
+  });
+  if (truncated) throw *truncated;
+  const int source = rank_of_engine_rank_[static_cast<size_t>(done.source)];
+  if (source < 0) {
+    fail(Status::internal, "recv: a message from engine rank ", done.source, " matched context ", context_id_,
+         " but that rank is not a member of this communicator");
+  }
+  return Received{source, static_cast<int>(done.tag & kMaxUserTag), done.bytes};
+}
+
+}  // namespace chorus

@@ -1,0 +1,191 @@
+// The store server's frame handling: authentication (HELLO and the secret),
+// the requests (set, get, wait, add, check) and their replies, refusals and
+// errors. Connections and the poll loop: store_server.cc.
+#include "bootstrap/store_server_impl.hpp"
+
+#include "bootstrap/secret.hpp"
+#include "common/log.hpp"
+
+#include <charconv>
+
+namespace chorus::bootstrap {
+
+namespace {
+
+std::optional<int64_t> parse_counter(const Bytes& value) {
+  int64_t number = 0;
+  const char* begin = reinterpret_cast<const char*>(value.data());
+  auto [end, ec] = std::from_chars(begin, begin + value.size(), number);
+  if (ec != std::errc() || end != begin + value.size() || value.empty()) return std::nullopt;
+  return number;
+}
+
+Bytes counter_bytes(int64_t number) {
+  std::string text = std::to_string(number);
+  return Bytes(text.begin(), text.end());
+}
+
+}  // namespace
+
+bool StoreServer::Impl::process_frames(Connection& c) {
+  bool completed = false;
+  while (!c.closing && !c.dead) {
+    frame::Decoded decoded = c.decoder.next();
+    if (decoded.status == frame::DecodeStatus::need_more) return completed;
+    if (decoded.status == frame::DecodeStatus::error) {
+      reject(c, decoded.error);
+      return completed;
+    }
+    completed = true;
+    handle(c, decoded.frame);
+  }
+  return completed;
+}
+
+// What a connection that has not presented the secret may not do: announce
+// anything but a HELLO, or a HELLO larger than a secret needs. Checked as
+// soon as the header is in, before its payload is held.
+std::string StoreServer::Impl::check_unauthenticated(const Connection& c) const {
+  const std::optional<frame::Header> header = c.decoder.pending_header();
+  if (!header || !frame::check_header(*header).empty()) return {};  // the decoder names a malformed header
+  if (header->type != static_cast<uint8_t>(Type::hello)) {
+    return concat("expected HELLO with the job secret as the first frame, got ", frame::type_name(header->type));
+  }
+  if (header->payload_bytes > kMaxHelloPayload) {
+    return concat("HELLO payload of ", header->payload_bytes, " bytes exceeds the ", kMaxHelloPayload,
+                  "-byte limit for a connection that has not presented the job secret");
+  }
+  return {};
+}
+
+void StoreServer::Impl::handle(Connection& c, const Frame& request) {
+  if (!c.authenticated) return authenticate(c, request);
+  if (request.type == Type::hello) return reject(c, "duplicate HELLO on an authenticated connection");
+  if (!frame::is_request(request.type)) {
+    return reject(c, concat("unexpected ", frame::type_name(request.type), " frame: clients send requests only"));
+  }
+  handle_request(c, request);
+}
+
+void StoreServer::Impl::authenticate(Connection& c, const Frame& request) {
+  if (request.type != Type::hello) {
+    return refuse(c, concat("expected HELLO with the job secret as the first frame, got ",
+                            frame::type_name(request.type)));
+  }
+  if (!secrets_match(request.blob, secret_)) return refuse(c, "wrong job secret");
+  c.authenticated = true;
+  --unauthenticated_;
+  reply(c, Frame::ok(request.request_id));
+}
+
+void StoreServer::Impl::handle_request(Connection& c, const Frame& request) {
+  switch (request.type) {
+    case Type::set: {
+      {
+        std::lock_guard<std::mutex> lock(store_mutex_);
+        store_[request.key] = request.blob;
+      }
+      reply(c, Frame::ok(request.request_id));
+      wake_waiters(request.key);
+      return;
+    }
+    case Type::get: return handle_get(c, request);
+    case Type::add: return handle_add(c, request);
+    case Type::check: {
+      bool exists = false;
+      {
+        std::lock_guard<std::mutex> lock(store_mutex_);
+        exists = store_.contains(request.key);
+      }
+      return reply(c, Frame::exists_reply(request.request_id, exists));
+    }
+    default: return reject(c, concat("unexpected ", frame::type_name(request.type), " frame"));
+  }
+}
+
+void StoreServer::Impl::handle_get(Connection& c, const Frame& request) {
+  std::optional<Bytes> value;
+  {
+    std::lock_guard<std::mutex> lock(store_mutex_);
+    if (auto found = store_.find(request.key); found != store_.end()) value = found->second;
+  }
+  if (value) return reply(c, Frame::value(request.request_id, *value));
+  if (!request.wait) {
+    // Not a protocol error: answer and keep the connection.
+    return reply(c, Frame::error(request.request_id, concat("key \"", request.key, "\" is not set")));
+  }
+  // Parked until a SET or ADD of this key (wake_waiters), never polled.
+  parked_[request.key].push_back(Waiter{c.id, request.request_id});
+  c.parked_keys.push_back(request.key);
+}
+
+void StoreServer::Impl::handle_add(Connection& c, const Frame& request) {
+  std::string problem;
+  int64_t total = 0;
+  {
+    std::lock_guard<std::mutex> lock(store_mutex_);
+    auto stored = store_.find(request.key);
+    std::optional<int64_t> current = stored == store_.end() ? std::optional<int64_t>(0) : parse_counter(stored->second);
+    if (!current) {
+      problem = concat("ADD to key \"", request.key, "\" whose value (", stored->second.size(),
+                       " bytes) is not a decimal integer");
+    } else if (__builtin_add_overflow(*current, request.number, &total)) {
+      problem = concat("ADD of ", request.number, " to key \"", request.key, "\" (", *current,
+                       ") overflows a 64-bit integer");
+    } else {
+      store_[request.key] = counter_bytes(total);
+    }
+  }
+  if (!problem.empty()) return reply(c, Frame::error(request.request_id, problem));
+  reply(c, Frame::counter(request.request_id, total));
+  wake_waiters(request.key);
+}
+
+void StoreServer::Impl::wake_waiters(const std::string& key) {
+  auto parked = parked_.find(key);
+  if (parked == parked_.end()) return;
+  std::vector<Waiter> waiters = std::move(parked->second);
+  parked_.erase(parked);
+  Bytes value;
+  {
+    std::lock_guard<std::mutex> lock(store_mutex_);
+    value = store_.at(key);
+  }
+  for (const Waiter& waiter : waiters) {
+    Connection* c = find(waiter.connection);
+    if (c == nullptr || c->closing) continue;
+    if (auto it = std::find(c->parked_keys.begin(), c->parked_keys.end(), key); it != c->parked_keys.end()) {
+      c->parked_keys.erase(it);
+    }
+    reply(*c, Frame::value(waiter.request_id, value));
+  }
+}
+
+void StoreServer::Impl::reply(Connection& c, const Frame& response) {
+  frame::encode_into(c.out, response);
+  flush(c);
+}
+
+void StoreServer::Impl::refuse(Connection& c, const std::string& why) {
+  ++refused_;
+  log::warn("bootstrap store at ", address_, " refused a connection from ", c.peer, ": ", why);
+  close_with_error(c, why);
+}
+
+void StoreServer::Impl::reject(Connection& c, const std::string& why) {
+  ++rejected_;
+  log::warn("bootstrap store at ", address_, " closed the connection from ", c.peer, ": ", why);
+  close_with_error(c, why);
+}
+
+void StoreServer::Impl::close_with_error(Connection& c, const std::string& why) {
+  // Clients match replies by request id; 0 marks an error about the connection itself.
+  reply(c, Frame::error(0, why.substr(0, kMaxErrorMessage)));
+  if (!c.closing && !c.authenticated) --unauthenticated_;
+  c.closing = true;
+  c.decoder = frame::Decoder();  // what it held is never read
+  c.close_by = Clock::now() + close_grace_;
+  if (!c.dead && c.unsent() == 0) flush(c);  // nothing left to send: half-close now
+}
+
+}  // namespace chorus::bootstrap

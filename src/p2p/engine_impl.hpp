@@ -1,0 +1,250 @@
+// The engine's state (Engine::Impl): request slots, matching queues and
+// deferred rendezvous work. Shared by engine.cc (posting, matching, the
+// transport's callbacks, failing operations), engine_rendezvous.cc
+// (RTS -> reads -> FIN) and engine_progress.cc (waiting: spin, block,
+// timeouts, the failure probe).
+#pragma once
+
+#include "p2p/engine.hpp"
+
+#include "common/error.hpp"
+#include "p2p/reg_cache.hpp"
+#include "p2p/wire.hpp"
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace chorus::p2p {
+
+// Request slots are recycled; the generation tells a stale handle (or a stale
+// FIN/read completion) from the slot's current occupant.
+struct Slot {
+  enum class Kind : uint8_t { send, recv };
+  enum class State : uint8_t { free, posted, awaiting_fin, reading, done, failed };
+
+  Kind kind = Kind::send;
+  State state = State::free;
+  uint32_t generation = 0;
+  int peer = 0;
+  Tag tag = 0;
+  Tag tag_mask = kExactTag;
+  CallCheck check;     // receives: the call it belongs to (digest 0: any)
+  uint32_t index = 0;  // its place in the engine's slot table (fixed)
+  void* buffer = nullptr;
+  size_t capacity = 0;
+  Completion result;
+  std::optional<Error> error;
+  // Rendezvous state.
+  std::shared_ptr<transport::MemoryRegion> registration;
+  transport::RemoteBuffer remote;
+  uint64_t remote_send_id = 0;
+  size_t read_total = 0;
+  size_t read_next = 0;
+  int reads_outstanding = 0;
+
+  // Takes the slot for a new request: every field but the generation back to
+  // its initial value, field by field (assigning a fresh Slot costs more
+  // than the rest of a small send). A new field must be reset here too.
+  void reuse(Kind new_kind, int new_peer, Tag new_tag) {
+    ++generation;
+    kind = new_kind;
+    state = State::free;
+    peer = new_peer;
+    tag = new_tag;
+    tag_mask = kExactTag;
+    check = CallCheck{};
+    buffer = nullptr;
+    capacity = 0;
+    result = Completion{};
+    error.reset();
+    registration.reset();
+    remote = transport::RemoteBuffer{};
+    remote_send_id = 0;
+    read_total = 0;
+    read_next = 0;
+    reads_outstanding = 0;
+  }
+};
+
+// A message that arrived before its receive was posted.
+struct Unexpected {
+  Tag tag;
+  MessageType type;
+  uint32_t call_check;
+  size_t length;
+  std::vector<uint8_t> payload;  // eager only
+  RtsBody rts{};                 // rendezvous only
+};
+
+// Both tags name the same call, on the bits the receive says name a call.
+inline bool same_call(const CallCheck& check, Tag posted, Tag arrived) {
+  return check.call_mask != 0 && tag_matches(posted, check.call_mask, arrived);
+}
+inline bool calls_differ(uint32_t posted, uint32_t arrived) { return posted != 0 && arrived != 0 && posted != arrived; }
+
+class Engine::Impl final : public transport::Sink {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Impl(transport::Transport& transport, int rank, int size, int local_size, const config::Settings& settings);
+
+  // --- posting, matching, the transport's callbacks (engine.cc) ---
+
+  Request isend(int peer, Tag tag, const void* buffer, size_t bytes, uint32_t call_check);
+  Request irecv(int peer, Tag tag, void* buffer, size_t bytes, Tag mask, CallCheck check);
+  bool test(Request& request, Completion* done);
+  std::optional<Completion> probe(int peer, Tag tag, Tag mask);
+  std::optional<std::pair<int, Tag>> find_unexpected(const std::function<bool(int, Tag)>& match) const;
+  void on_eager(int peer, const void* data, size_t bytes) override;
+  void on_read_done(uint64_t context) override;
+  void on_error(uint64_t context, int peer, const Error& error) override;
+  void abandon_all(const Error& cause);
+
+  // --- waiting (engine_progress.cc) ---
+
+  Completion wait(Request& request);
+  void wait_all(std::span<Request> requests);
+  void progress_until(const Request& request, const std::function<bool()>& stop);
+  void flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept;
+
+  int progress() { return poll_transport(); }
+  void set_failure_probe(std::function<std::optional<Error>()> probe) { failure_probe_ = std::move(probe); }
+  std::optional<Error> probe_failure() { return failure_probe_ ? failure_probe_() : std::nullopt; }
+  void set_progress_hook(std::function<int()> hook) { progress_hook_ = std::move(hook); }
+  bool finished(const Request& request) const { return finished(lookup(request)); }
+  size_t unexpected_count() const { return unexpected_.size(); }
+  Error timeout_error(const Request& request) { return timeout_error(lookup(request)); }
+
+  // Polls the transport, then posts what the callbacks decided to post (the
+  // transport is not re-entered from inside its own poll()).
+  int poll_transport() {
+    int events = transport_.poll(*this);
+    if (!deferred_reads_.empty() || !deferred_fins_.empty()) events += flush_deferred();
+    return events;
+  }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  transport::Transport& transport() { return transport_; }
+  const config::Settings& settings() const { return settings_; }
+  void set_timeout(std::chrono::milliseconds timeout) { settings_.timeout = timeout; }
+  const Counters& counters() const { return counters_; }
+  RegCache& reg_cache() { return reg_cache_; }
+
+ private:
+  // Ids sent on the wire (FIN send ids, read contexts): generation and slot+1,
+  // never 0.
+  static uint64_t encode_id(Request request) {
+    return (static_cast<uint64_t>(request.generation) << 32) | (static_cast<uint64_t>(request.slot) + 1);
+  }
+
+  Slot* find_by_id(uint64_t id) {
+    uint64_t slot_plus_one = id & 0xffffffffu;
+    if (slot_plus_one == 0 || slot_plus_one > slots_.size()) return nullptr;
+    Slot& slot = slots_[slot_plus_one - 1];
+    if (slot.generation != static_cast<uint32_t>(id >> 32) || slot.state == Slot::State::free) return nullptr;
+    return &slot;
+  }
+
+  Slot& lookup(const Request& request) { return const_cast<Slot&>(std::as_const(*this).lookup(request)); }
+  const Slot& lookup(const Request& request) const {
+    if (!request.valid() || request.slot >= slots_.size() || slots_[request.slot].generation != request.generation ||
+        slots_[request.slot].state == Slot::State::free) {
+      fail(Status::invalid_argument, "wait/test on a request that is not outstanding (already completed or never posted)");
+    }
+    return slots_[request.slot];
+  }
+
+  static bool finished(const Slot& slot) {
+    return slot.state == Slot::State::done || slot.state == Slot::State::failed;
+  }
+
+  // Frees a finished request's slot and reports its outcome.
+  bool reap(Request& request, Completion* done) {
+    Slot& slot = lookup(request);
+    if (!finished(slot)) return false;
+    std::optional<Error> error = std::move(slot.error);
+    Completion result = slot.result;
+    release(request.slot);
+    request = Request{};
+    if (error) throw *error;
+    if (done != nullptr) *done = result;
+    return true;
+  }
+
+  void release(uint32_t index) {
+    Slot& slot = slots_[index];
+    slot.registration.reset();
+    slot.state = Slot::State::free;
+    free_slots_.push_back(index);
+  }
+
+  void check_peer(int peer, const char* what) const {
+    if (peer < 0 || peer >= size_) {
+      fail(Status::invalid_argument, what, " rank ", peer, ": ranks are 0..", size_ - 1);
+    }
+  }
+
+  static void check_buffer(const void* buffer, size_t bytes, const char* what) {
+    if (buffer == nullptr && bytes != 0) fail(Status::invalid_argument, what, " of ", bytes, " bytes from a null buffer");
+  }
+
+  void fail_if_peer_failed(Slot& slot) {
+    if (slot.peer >= 0 && peer_failures_[static_cast<size_t>(slot.peer)]) {
+      fail_slot(slot, *peer_failures_[static_cast<size_t>(slot.peer)]);
+    }
+  }
+
+  // engine.cc
+  std::pair<Request, Slot&> allocate(Slot::Kind kind, int peer, Tag tag);
+  void fail_slot(Slot& slot, const Error& error);
+  void withdraw(Slot& slot);
+  void arrive(int source, const MessageHeader& header, const uint8_t* payload, const RtsBody* rts);
+  void deliver(uint32_t index, int source, Tag tag, uint32_t call_check, size_t length, const uint8_t* payload,
+               const RtsBody* rts);
+  void fail_receives_of_other_calls(int source, Tag tag, uint32_t call_check);
+  Error other_call_error(int source, Tag tag) const;
+  void deliver_eager(Slot& slot, int source, Tag tag, const uint8_t* payload, size_t length);
+  Error truncation_error(const Slot& slot, int source, size_t length) const;
+  void report_protocol_error(int peer, const std::string& what);
+
+  // engine_rendezvous.cc
+  void start_rendezvous(uint32_t index, int source, Tag tag, size_t length, const RtsBody& rts);
+  int flush_deferred();
+  void issue_reads(Slot& slot, uint64_t context);
+  void send_fin(int peer, uint64_t send_id);
+  void finish_send(int peer, uint64_t send_id);
+
+  // engine_progress.cc
+  std::string describe_wait(const Slot& slot) const;
+  Error timeout_error(const Slot& slot);
+  void probe_for_failures(const Slot& slot, Clock::time_point now, Clock::time_point& next_probe);
+  template <class Done>
+  void progress_until(const Slot& slot, Done done);
+  void idle(Clock::duration remaining);
+
+  transport::Transport& transport_;
+  int rank_;
+  int size_;
+  config::Settings settings_;
+  size_t eager_limit_;
+  RegCache reg_cache_;
+  bool oversubscribed_;
+  std::deque<Slot> slots_;  // deque: references stay valid as it grows
+  std::vector<uint32_t> free_slots_;
+  PostedReceives posted_;
+  UnexpectedMessages<Unexpected> unexpected_;
+  std::function<std::optional<Error>()> failure_probe_;
+  std::function<int()> progress_hook_;
+  std::vector<std::optional<Error>> peer_failures_;
+  std::vector<uint64_t> deferred_reads_;               // receives whose reads to (re)issue
+  std::vector<std::pair<int, uint64_t>> deferred_fins_;  // (peer, send id)
+  Counters counters_;
+};
+
+}  // namespace chorus::p2p
