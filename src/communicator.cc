@@ -128,12 +128,21 @@ size_t payload_bytes(Collective op, const coll::Args& args, int size) {
 }
 
 std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_environment() {
+  signals::remove_infinipath_handlers();  // the real signal and status must reach the launcher
+  config::Settings settings = config::Settings::from_env();
+  bootstrap::JobInfo job = bootstrap::detect_job();
+  return create(std::move(settings), std::move(job), [](const bootstrap::JobInfo& job, std::chrono::milliseconds timeout) {
+    return std::make_unique<bootstrap::Bootstrap>(job, timeout);
+  });
+}
+
+std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(config::Settings settings, bootstrap::JobInfo job,
+                                                           const BootstrapFactory& make_bootstrap) {
   std::unique_ptr<CommunicatorImpl> comm(new CommunicatorImpl());
   comm->session_ = std::make_shared<Session>();
   Session& session = *comm->session_;
-  signals::remove_infinipath_handlers();  // the real signal and status must reach the launcher
-  session.settings = config::Settings::from_env();
-  session.job = bootstrap::detect_job();
+  session.settings = std::move(settings);
+  session.job = std::move(job);
   log::set_rank(session.job.rank);
   // Typos (CHORUS_TIMOUT) are named once per host: every rank has the same environment there.
   if (session.job.local_rank == 0) config::warn_unknown_variables();
@@ -146,7 +155,7 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_environment() {
       }
     }
   }
-  session.bootstrap = std::make_unique<bootstrap::Bootstrap>(session.job, session.settings.timeout);
+  session.bootstrap = make_bootstrap(session.job, session.settings.timeout);
   try {
     comm->connect();
   } catch (const Error& e) {
@@ -169,6 +178,8 @@ void CommunicatorImpl::connect() {
   auto hosts = session.bootstrap->all_gather("chorus/host", bootstrap::Bytes(host.begin(), host.end()));
   bool all_local = std::all_of(hosts.begin(), hosts.end(),
                                [&](const bootstrap::Bytes& other) { return std::string(other.begin(), other.end()) == host; });
+  // A caller-numbered job (init over a store) learns its host layout here.
+  if (job.launcher == kStoreLauncher) session.job = with_local_layout(job, hosts);
   // Bound before the transport exists, so its buffers are allocated near
   // the NIC and its CQ gets the planned completion vector.
   const topology::Placement placement = place(describe_nic(session.settings, all_local), host);

@@ -25,6 +25,7 @@
 #include <array>
 #include <memory>
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -97,10 +98,21 @@ inline void check_message_bytes(const char* what, size_t bytes) {
   }
 }
 
+// JobInfo::launcher of a communicator made by init(rank, size, store).
+inline constexpr const char* kStoreLauncher = "store";
+// `job` with local_rank/local_size counted from every rank's host name
+// (communicator_store.cc).
+bootstrap::JobInfo with_local_layout(const bootstrap::JobInfo& job, const std::vector<bootstrap::Bytes>& hosts);
+
 class CommunicatorImpl {
  public:
+  using BootstrapFactory =
+      std::function<std::unique_ptr<bootstrap::Bootstrap>(const bootstrap::JobInfo&, std::chrono::milliseconds timeout)>;
   // Joins the job described by the environment.
   static std::unique_ptr<CommunicatorImpl> create_from_environment();
+  // Joins a caller-numbered job over the caller's store (communicator_store.cc).
+  static std::unique_ptr<CommunicatorImpl> create_from_store(int rank, int size, std::shared_ptr<KeyValueStore> store,
+                                                             const StoreInitOptions& options);
   ~CommunicatorImpl();
 
   int rank() const { return rank_; }
@@ -147,6 +159,9 @@ class CommunicatorImpl {
 
  private:
   CommunicatorImpl() = default;
+  // Both ways of joining: the job is known, `make_bootstrap` connects it to its store.
+  static std::unique_ptr<CommunicatorImpl> create(config::Settings settings, bootstrap::JobInfo job,
+                                                  const BootstrapFactory& make_bootstrap);
   void connect();
   topology::Placement place(const topology::NicDescription& nic, const std::string& host) const;
   void leave_job();
