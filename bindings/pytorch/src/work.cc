@@ -1,0 +1,120 @@
+#include "work.hpp"
+
+#include <ATen/core/jit_type.h>
+
+namespace chorus_torch {
+
+namespace {
+
+c10::intrusive_ptr<c10::ivalue::Future> tensor_list_future() {
+  return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+}
+
+}  // namespace
+
+ChorusWork::ChorusWork(int rank, c10d::OpType type, chorus::Request request, std::vector<at::Tensor> outputs,
+                       std::function<void()> finish)
+    : c10d::Work(rank, type),
+      request_(std::move(request)),
+      finish_(std::move(finish)),
+      outputs_(std::move(outputs)),
+      future_(tensor_list_future()) {}
+
+ChorusWork::ChorusWork(int rank, c10d::OpType type, std::function<void()> body, std::vector<at::Tensor> outputs,
+                       std::function<void()> finish)
+    : c10d::Work(rank, type),
+      body_(std::move(body)),
+      finish_(std::move(finish)),
+      outputs_(std::move(outputs)),
+      future_(tensor_list_future()) {}
+
+void ChorusWork::complete() {
+  std::lock_guard lock(completing_);
+  if (done_) return;
+  std::exception_ptr error;
+  try {
+    if (body_) {
+      body_();
+    } else {
+      request_.wait();
+      source_rank_ = request_.received().source;
+    }
+    if (finish_) finish_();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  // Drop the tensors the steps captured: the work may outlive its use.
+  body_ = nullptr;
+  finish_ = nullptr;
+  done_ = true;
+  finish(error);
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+}
+
+bool ChorusWork::wait(std::chrono::milliseconds /*timeout: chorus' own, set from the group's*/) {
+  if (runs_body()) {
+    // Bodies run only on the runner thread, in order: running one here could
+    // reorder it against the other ranks'.
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [this] { return completed_; });
+  } else {
+    complete();
+  }
+  std::unique_lock lock(mutex_);
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+bool ChorusWork::isCompleted() {
+  std::unique_lock lock(mutex_);
+  return completed_;
+}
+
+bool ChorusWork::isSuccess() const {
+  std::unique_lock lock(mutex_);
+  return completed_ && !exception_;
+}
+
+int ChorusWork::sourceRank() const {
+  std::unique_lock lock(mutex_);
+  return source_rank_;
+}
+
+WorkQueue::WorkQueue() : thread_([this] { run(); }) {}
+
+WorkQueue::~WorkQueue() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  thread_.join();
+}
+
+void WorkQueue::push(c10::intrusive_ptr<ChorusWork> work) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(work));
+  }
+  ready_.notify_one();
+}
+
+void WorkQueue::run() {
+  for (;;) {
+    c10::intrusive_ptr<ChorusWork> work;
+    {
+      std::unique_lock lock(mutex_);
+      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything queued is complete
+      work = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    work->complete();
+  }
+}
+
+}  // namespace chorus_torch
