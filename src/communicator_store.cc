@@ -30,6 +30,13 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_store(int rank, 
   signals::remove_infinipath_handlers();
   config::Settings settings = config::Settings::from_env();
   if (options.timeout) settings.timeout = *options.timeout;
+  if (!options.progress.empty()) {
+    if (options.progress != "thread" && options.progress != "caller") {
+      fail(Status::invalid_argument, "Communicator::init: progress \"", options.progress,
+           "\" is neither \"thread\" nor \"caller\"");
+    }
+    settings.progress = options.progress;
+  }
   bootstrap::JobInfo job;
   job.rank = rank;
   job.size = size;

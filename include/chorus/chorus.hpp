@@ -227,6 +227,12 @@ struct StoreInitOptions {
   // Prefix of every key chorus writes, for several jobs or communicators
   // sharing one store (each init over the same keys needs its own).
   std::string key_prefix = "chorus";
+  // Who advances non-blocking operations (as CHORUS_PROGRESS, which it
+  // overrides): "thread" (chorus' progress thread) or "caller" (only threads
+  // inside chorus calls: for a framework whose own thread always waits on
+  // the oldest outstanding request, as the PyTorch backend's does); empty:
+  // CHORUS_PROGRESS or its default.
+  std::string progress;
 };
 
 class Communicator {

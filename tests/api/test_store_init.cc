@@ -140,6 +140,7 @@ TEST_P(StoreInit, JoinsOverTheCallersStoreWithoutAPortOfItsOwn) {
     chorus::StoreInitOptions options;
     options.timeout = 20s;
     options.key_prefix = std::string("job-") + c.transport;
+    if (c.size == 4) options.progress = "caller";  // the other progress mode, as the PyTorch backend uses it
     chorus::Communicator comm = chorus::Communicator::init(rank, c.size, store, options);
     if (std::string(c.transport) == "shm") {
       // No store server, no port of chorus' own (the test's server socket is inherited from the fork).
@@ -178,6 +179,9 @@ TEST(StoreInitArguments, AreCheckedBeforeAnythingMoves) {
   chorus::StoreInitOptions zero;
   zero.timeout = 0ms;
   EXPECT_EQ(status_of([&] { chorus::Communicator::init(0, 2, store, zero); }), chorus::Status::invalid_argument);
+  chorus::StoreInitOptions progress;
+  progress.progress = "sometimes";
+  EXPECT_EQ(status_of([&] { chorus::Communicator::init(0, 2, store, progress); }), chorus::Status::invalid_argument);
 }
 
 // A rank that never joins: the others fail at the caller's timeout, naming it.
