@@ -230,8 +230,7 @@ struct StoreInitOptions {
   // Who advances non-blocking operations (as CHORUS_PROGRESS, which it
   // overrides): "thread" (chorus' progress thread) or "caller" (only threads
   // inside chorus calls: for a framework whose own thread always waits on
-  // the oldest outstanding request, as the PyTorch backend's does); empty:
-  // CHORUS_PROGRESS or its default.
+  // the oldest outstanding request); empty: CHORUS_PROGRESS or its default.
   std::string progress;
 };
 

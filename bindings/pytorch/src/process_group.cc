@@ -5,7 +5,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <numeric>
 
 namespace chorus_torch {
@@ -138,11 +137,6 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
     : c10d::ProcessGroup(rank, size) {
   chorus::StoreInitOptions options;
   if (timeout.count() > 0) options.timeout = timeout;
-  // The completer thread always waits on the oldest outstanding request,
-  // which advances every outstanding operation: it is the progress thread.
-  // (A second one, chorus' own, costs a CPU on small machines, and with it a
-  // wait on an isend racing a new irecv over shm can stall: see docs/pytorch.md.)
-  if (std::getenv("CHORUS_PROGRESS") == nullptr) options.progress = "caller";
   comm_ = std::make_unique<chorus::Communicator>(
       chorus::Communicator::init(rank, size, std::make_shared<TorchStore>(store), options));
   blocking_comm_ = std::make_unique<chorus::Communicator>(comm_->dup());

@@ -2,9 +2,31 @@
 
 #include <ATen/core/jit_type.h>
 
+#include <algorithm>
+
 namespace chorus_torch {
 
 namespace {
+
+// Waits for `request` by polling it, never blocking inside chorus: a thread
+// blocked in Request::wait holds the session lock, so the caller's thread
+// could not start the operation a peer is waiting for (an irecv after an
+// isend) until it timed out. chorus' progress thread moves the operations;
+// the polls only notice completion (yield first, then sleep up to 200 us).
+void wait_polling(chorus::Request& request) {
+  constexpr int kYields = 64;
+  constexpr auto kLongestPause = std::chrono::microseconds(200);
+  int polls = 0;
+  auto pause = std::chrono::microseconds(1);
+  while (!request.test()) {
+    if (++polls < kYields) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, kLongestPause);
+  }
+}
 
 c10::intrusive_ptr<c10::ivalue::Future> tensor_list_future() {
   return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
@@ -36,7 +58,7 @@ void ChorusWork::complete() {
     if (body_) {
       body_();
     } else {
-      request_.wait();
+      wait_polling(request_);
       source_rank_ = request_.received().source;
     }
     if (finish_) finish_();

@@ -52,8 +52,13 @@ def reduce_all(tensors, op, dtype):
 
 
 class Case:
-    def __init__(self, rank, size, n, dtype, non_contiguous):
+    def __init__(self, rank, size, n, dtype, non_contiguous, members=None):
         self.rank, self.size, self.n, self.dtype, self.nc = rank, size, n, dtype, non_contiguous
+        self.members = members or list(range(size))
+
+    def g(self, rank):
+        """torch's src/dst/peer arguments are global ranks, also for a sub-group."""
+        return self.members[rank]
 
     def input(self, rank=None, op=None, salt=0):
         return values(self.rank if rank is None else rank, self.n, self.dtype, op, salt)
@@ -102,7 +107,7 @@ def allreduce_coalesced_expected(c):
 
 def broadcast(group, c):
     t = c.tensor() if c.rank == c.size - 1 else strided(torch.zeros(c.n, dtype=c.dtype), c.nc)
-    dist.broadcast(t, src=c.size - 1, group=group)
+    dist.broadcast(t, src=c.g(c.size - 1), group=group)
     return [t]
 
 
@@ -111,7 +116,7 @@ def reduce_op(op):
 
     def run(group, c):
         t = c.tensor(op)
-        dist.reduce(t, dst=root, op=getattr(R, op), group=group)
+        dist.reduce(t, dst=c.g(root), op=getattr(R, op), group=group)
         return [t] if c.rank == root else []
 
     def expected(c):
@@ -133,7 +138,7 @@ def allgather_base(group, c):
 
 def gather(group, c):
     out = [torch.empty(c.n, dtype=c.dtype) for _ in range(c.size)] if c.rank == 0 else None
-    dist.gather(c.tensor(), out, dst=0, group=group)
+    dist.gather(c.tensor(), out, dst=c.g(0), group=group)
     return out or []
 
 
@@ -141,7 +146,7 @@ def scatter(group, c):
     src = c.size - 1
     out = strided(torch.zeros(c.n, dtype=c.dtype), c.nc)
     blocks = [values(src, c.n, c.dtype, salt=r) for r in range(c.size)] if c.rank == src else None
-    dist.scatter(out, blocks, src=src, group=group)
+    dist.scatter(out, blocks, src=c.g(src), group=group)
     return [out]
 
 
@@ -192,7 +197,7 @@ def point_to_point(group, c):
     """A ring of isend/irecv, then every rank > 0 sends to rank 0, which receives from any source."""
     nxt, prev = (c.rank + 1) % c.size, (c.rank - 1) % c.size
     got = strided(torch.zeros(c.n, dtype=c.dtype), c.nc)
-    requests = [dist.isend(c.tensor(), nxt, group=group, tag=5), dist.irecv(got, prev, group=group, tag=5)]
+    requests = [dist.isend(c.tensor(), c.g(nxt), group=group, tag=5), dist.irecv(got, c.g(prev), group=group, tag=5)]
     for request in requests:
         request.wait()
     results = [got]
@@ -201,11 +206,11 @@ def point_to_point(group, c):
         for _ in range(c.size - 1):
             t = torch.zeros(c.n, dtype=c.dtype)
             sender = dist.recv(t, group=group, tag=6)  # any source: returns who sent it
-            by_sender[sender] = t
+            by_sender[c.members.index(sender)] = t
         assert sorted(by_sender) == list(range(1, c.size)), sorted(by_sender)
         results += [by_sender[r] for r in sorted(by_sender)]
     else:
-        dist.send(c.tensor(), 0, group=group, tag=6)
+        dist.send(c.tensor(), c.g(0), group=group, tag=6)
     return results
 
 
@@ -251,7 +256,7 @@ def same(a, b):
     return len(a) == len(b) and all(x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b))
 
 
-def run_matrix(rank, size, chorus_group, gloo_group, sizes=SIZES, dtypes=DTYPES, large=True):
+def run_matrix(rank, size, chorus_group, gloo_group, sizes=SIZES, dtypes=DTYPES, large=True, members=None):
     """Returns (checks made, compared with Gloo); raises AssertionError naming the first mismatch."""
     checks = gloo_checks = 0
     plan = [(n, dt) for n in sizes for dt in dtypes]
@@ -263,7 +268,7 @@ def run_matrix(rank, size, chorus_group, gloo_group, sizes=SIZES, dtypes=DTYPES,
                 continue
             if dtype == torch.bool and name.startswith(("allreduce_coalesced", "_reduce_scatter_base")):
                 continue  # MAX of bool is covered by allreduce.MAX
-            c = Case(rank, size, n, dtype, non_contiguous=(n == 7))
+            c = Case(rank, size, n, dtype, non_contiguous=(n == 7), members=members)
             ours = run(chorus_group, c)
             what = f"{name} of {n} x {dtype} on {size} ranks (rank {rank})"
             want = expected(c)
@@ -273,7 +278,7 @@ def run_matrix(rank, size, chorus_group, gloo_group, sizes=SIZES, dtypes=DTYPES,
                 continue  # Gloo's allgather of 0 elements dies with SIGFPE (torch 1.13): the reference stands
             try:
                 # Gloo gets contiguous tensors: given strided ones it reduces the wrong elements (torch 1.13).
-                theirs = run(gloo_group, Case(rank, size, n, dtype, non_contiguous=False))
+                theirs = run(gloo_group, Case(rank, size, n, dtype, non_contiguous=False, members=members))
             except RuntimeError as e:  # Gloo lacks it: the local reference above stands
                 assert any(why in str(e) for why in ("does not support", "no support", "Invalid scalar type")), f"{what}: gloo: {e}"
                 continue

@@ -52,7 +52,7 @@ def matrix_worker(rank, size, how, port, tmp, sizes, dtypes, large):
         sub_gloo = dist.new_group(members, backend="gloo")
         if rank in members:
             sub_checks = ops_matrix.run_matrix(members.index(rank), 2, sub_chorus, sub_gloo, [5, 20011],
-                                               [torch.float32, torch.int32], False)
+                                               [torch.float32, torch.int32], False, members)
             checks += sub_checks[0]
             with_gloo += sub_checks[1]
     with open(os.path.join(tmp, f"rank{rank}"), "w") as out:
