@@ -608,9 +608,12 @@ void CommunicatorImpl::leave_job() {
   session.bootstrap->barrier("chorus/finalize", [engine] {
     if (engine != nullptr) engine->progress();
   });
-  if (!job.rank0_serves) return;
+  // A caller's store (torch's TCPStore) is usually served by rank 0's process too.
+  const bool store_launcher = job.launcher == kStoreLauncher;
+  if (!job.rank0_serves && !store_launcher) return;
   // Rank 0 hosts the store: it stays up until every rank has left it.
-  auto key = [](int r) { return concat("chorus/left/", r); };
+  const std::string prefix = store_launcher ? concat(job.job_id, "/") : std::string();
+  auto key = [&prefix](int r) { return concat(prefix, "chorus/left/", r); };
   if (job.rank != 0) {
     session.bootstrap->store().set(key(job.rank), {1});
     return;

@@ -3,9 +3,11 @@
 #include "torch_store.hpp"
 
 #include <ATen/ATen.h>
+#include <pybind11/pybind11.h>
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 namespace chorus_torch {
 
@@ -44,9 +46,12 @@ Reduction reduction(const char* op, const c10d::ReduceOp& reduce, at::ScalarType
       TORCH_CHECK(at::isFloatingType(type), "chorus backend: ", op, " with ReduceOp.AVG needs a floating-point dtype, not ",
                   type);
       return {chorus::ReduceOp::sum, true};
-    default:
-      TORCH_CHECK(false, "chorus backend: ", op, " does not support this ReduceOp (", static_cast<int>(reduce.op_),
-                  "): it has SUM, PRODUCT, MIN, MAX and AVG");
+    default: {
+      static const char* const names[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"};
+      const auto index = static_cast<size_t>(reduce.op_);
+      TORCH_CHECK(false, "chorus backend: ", op, " does not support ReduceOp.",
+                  index < std::size(names) ? names[index] : "?", ": it has SUM, PRODUCT, MIN, MAX and AVG");
+    }
   }
 }
 
@@ -145,8 +150,14 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
 }
 
 ProcessGroupChorus::~ProcessGroupChorus() {
-  runner_.reset();  // completes what is queued
-  completer_.reset();
+  {
+    // The worker threads may drop the last reference to a tensor Python
+    // made, which takes the GIL: the caller (destroy_process_group) may hold it.
+    std::optional<pybind11::gil_scoped_release> without_gil;
+    if (Py_IsInitialized() && PyGILState_Check()) without_gil.emplace();
+    runner_.reset();  // completes what is queued
+    completer_.reset();
+  }
   try {
     blocking_comm_->finalize();
     comm_->finalize();

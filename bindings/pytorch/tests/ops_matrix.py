@@ -5,8 +5,13 @@ input where Gloo lacks the op or dtype (reduce_scatter, alltoall, bfloat16,
 int16, bool). Inputs are small integers, so float sums and products are exact
 in any order: results must be equal, not close."""
 
+import warnings
+
 import torch
 import torch.distributed as dist
+
+# torch 1.13 warns that _all_gather_base, _reduce_scatter_base and all_reduce_coalesced will go: tested all the same.
+warnings.filterwarnings("ignore", message=".*(deprecated|private function).*", category=UserWarning)
 
 R = dist.ReduceOp
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16, torch.int32,
