@@ -36,6 +36,26 @@ namespace chorus {
 // split/dup (the tag's context bits, p2p::CallTag).
 inline constexpr uint32_t kMaxContextId = p2p::CallTag::kMaxContext;
 
+// The same-host peers of a job joined over a caller's store, watched through
+// /proc (local_liveness.cc): nobody else reports a peer that was killed.
+class LocalLiveness {
+ public:
+  // This process as the others look it up: "<pid namespace>|<pid>|<start time>".
+  static std::string describe_self();
+  // From every rank's describe_self() and host name.
+  LocalLiveness(const std::vector<bootstrap::Bytes>& descriptions, const std::vector<bootstrap::Bytes>& hosts, int self);
+  // Error(Status::peer_failed) naming the first watched peer that is gone.
+  std::optional<Error> dead_peer() const;
+
+ private:
+  struct Peer {
+    int rank;
+    long pid;
+    uint64_t start_time;
+  };
+  std::vector<Peer> peers_;
+};
+
 // One process' place in the job and its connections, shared by the world
 // communicator and every communicator split or duplicated from it. One
 // thread drives the engine at a time: every call on any of these
@@ -51,6 +71,7 @@ struct Session {
   bool closed = false;                     // the world communicator was finalized
   nb::DriverMutex mutex;
   std::vector<unsigned> progress_cpus;  // where placement puts the progress thread (empty: not bound)
+  std::optional<LocalLiveness> local_liveness;  // joined over a caller's store: same-host peers to watch
   // Collective calls made per communicator context, and the call in
   // progress: what a rank that left is compared with (departures.hpp).
   std::unordered_map<uint32_t, uint64_t> calls_made;
