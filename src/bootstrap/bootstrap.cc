@@ -155,7 +155,7 @@ Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout) : jo
              server_ ? " (served by this process)" : "");
 }
 
-Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout, std::unique_ptr<Store> store)
+Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout, std::unique_ptr<StoreAccess> store)
     : job_(job), timeout_(timeout), client_(std::move(store)) {
   validate_ranks(job_);
   departures_ = std::make_unique<Departures>(*client_, job_.job_id);
@@ -167,7 +167,7 @@ Bootstrap::~Bootstrap() {
   if (publishes_port_file(job_)) port_file::remove(port_file::path_for(job_.job_id));
 }
 
-Store& Bootstrap::store() { return *client_; }
+StoreAccess& Bootstrap::store() { return *client_; }
 Departures& Bootstrap::departures() { return *departures_; }
 
 std::optional<Error> Bootstrap::peer_failure() {

@@ -1,5 +1,5 @@
 // The caller's key/value store (chorus::KeyValueStore, e.g. torch's
-// c10d::Store behind the PyTorch backend) as the bootstrap's Store: chorus
+// c10d::Store behind the PyTorch backend) as the bootstrap's StoreAccess: chorus
 // serves nothing and listens on no port; every key it writes starts with the
 // caller's prefix.
 #include "bootstrap/store.hpp"
@@ -19,7 +19,7 @@ constexpr auto kFailureCheckInterval = std::chrono::seconds(1);
 // clock and ours differ by a little); earlier, it failed.
 constexpr auto kDeadlineSlack = milliseconds(50);
 
-class ExternalStore final : public Store {
+class ExternalStore final : public StoreAccess {
  public:
   ExternalStore(std::shared_ptr<KeyValueStore> store, std::string key_prefix, milliseconds timeout)
       : store_(std::move(store)), prefix_(std::move(key_prefix)), timeout_(timeout) {
@@ -112,7 +112,7 @@ class ExternalStore final : public Store {
 
 }  // namespace
 
-std::unique_ptr<Store> wrap_external_store(std::shared_ptr<KeyValueStore> store, std::string key_prefix,
+std::unique_ptr<StoreAccess> wrap_external_store(std::shared_ptr<KeyValueStore> store, std::string key_prefix,
                                            milliseconds timeout) {
   return std::make_unique<ExternalStore>(std::move(store), std::move(key_prefix), timeout);
 }

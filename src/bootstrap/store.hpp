@@ -65,9 +65,9 @@ class StoreServer {
 
 // What Bootstrap needs from a store: chorus' own (StoreClient) or one the
 // caller brought (wrap_external_store).
-class Store {
+class StoreAccess {
  public:
-  virtual ~Store() = default;
+  virtual ~StoreAccess() = default;
   virtual void set(const std::string& key, const Bytes& value) = 0;
   // Waits until `key` exists, then returns its value.
   virtual Bytes get(const std::string& key) = 0;
@@ -86,7 +86,7 @@ class Store {
   virtual void set_failure_check(std::function<std::optional<Error>()> failure) = 0;
 };
 
-class StoreClient final : public Store {
+class StoreClient final : public StoreAccess {
  public:
   // Connects (retrying until `timeout` while the server is not up yet) and
   // authenticates. Every later call also gives up after `timeout`.
@@ -109,11 +109,11 @@ class StoreClient final : public Store {
   std::unique_ptr<Impl> impl_;
 };
 
-// The caller's store (Communicator::init(rank, size, store)) as a Store:
+// The caller's store (Communicator::init(rank, size, store)) as a StoreAccess:
 // keys get "<key_prefix>/", waits run in slices of a second with the failure
 // check between them, and whatever the caller's store throws becomes
 // Error(Status::bootstrap) naming the key (a timeout: Status::timeout).
-std::unique_ptr<Store> wrap_external_store(std::shared_ptr<KeyValueStore> store, std::string key_prefix,
+std::unique_ptr<StoreAccess> wrap_external_store(std::shared_ptr<KeyValueStore> store, std::string key_prefix,
                                            std::chrono::milliseconds timeout);
 
 // Where this process sits in the job and how to reach the store, detected
@@ -157,9 +157,9 @@ class Bootstrap {
  public:
   explicit Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout);
   // Over a store the caller brought (wrap_external_store): nothing to serve or find.
-  Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout, std::unique_ptr<Store> store);
+  Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout, std::unique_ptr<StoreAccess> store);
   ~Bootstrap();
-  Store& store();
+  StoreAccess& store();
   // Ranks that announced they left the job (departures.hpp).
   Departures& departures();
   // What chorusrun recorded in the store about the first rank that failed
@@ -183,7 +183,7 @@ class Bootstrap {
   JobInfo job_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<StoreServer> server_;
-  std::unique_ptr<Store> client_;
+  std::unique_ptr<StoreAccess> client_;
   std::unique_ptr<Departures> departures_;
   bool store_answers_ = true;
   bool joined_ = false;  // the first all_gather (which reports missing ranks as "not joined") is done

@@ -50,7 +50,7 @@ ChorusWork::ChorusWork(int rank, c10d::OpType type, std::function<void()> body, 
       outputs_(std::move(outputs)),
       future_(tensor_list_future()) {}
 
-void ChorusWork::complete() {
+void ChorusWork::complete(bool may_block) {
   std::lock_guard lock(completing_);
   if (done_) return;
   std::exception_ptr error;
@@ -58,7 +58,11 @@ void ChorusWork::complete() {
     if (body_) {
       body_();
     } else {
-      wait_polling(request_);
+      if (may_block) {
+        request_.wait();
+      } else {
+        wait_polling(request_);
+      }
       source_rank_ = request_.received().source;
     }
     if (finish_) finish_();
@@ -84,7 +88,7 @@ bool ChorusWork::wait(std::chrono::milliseconds /*timeout: chorus' own, set from
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [this] { return completed_; });
   } else {
-    complete();
+    complete(/*may_block=*/true);
   }
   std::unique_lock lock(mutex_);
   if (exception_) std::rethrow_exception(exception_);

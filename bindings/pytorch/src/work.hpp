@@ -30,8 +30,10 @@ class ChorusWork final : public c10d::Work {
 
   // Completes the work in this thread if it is not complete yet: waits for
   // its request (or runs its body), then finishes. Never throws: an error
-  // is kept for wait() and set on the future.
-  void complete();
+  // is kept for wait() and set on the future. `may_block`: wait inside
+  // chorus (the caller's thread, which starts no operation meanwhile)
+  // instead of polling (the completer).
+  void complete(bool may_block = false);
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   bool isCompleted() override;
