@@ -14,7 +14,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr auto kFailureCheckInterval = std::chrono::seconds(1);
 // A wait the caller's store ends this close to its deadline timed out (its
 // clock and ours differ by a little); earlier, it failed.
 constexpr auto kDeadlineSlack = milliseconds(50);
@@ -76,31 +75,11 @@ class ExternalStore final : public StoreAccess {
     }
   }
 
-  // get_until in slices of a second, asking between them whether a rank
-  // failed (as StoreClient does), so a dead rank is named at once.
+  // Named in failures as the caller's full key.
   Bytes wait_for(const std::string& key, Clock::time_point deadline) {
     if (!failure_ || asking_failure_) return get_until(key, deadline);
-    for (;;) {
-      const auto slice_end = std::min(deadline, Clock::now() + kFailureCheckInterval);
-      try {
-        return get_until(key, slice_end);
-      } catch (const Error& e) {
-        if (e.status() != Status::timeout || slice_end >= deadline) throw;
-      }
-      std::optional<Error> failure;
-      {
-        asking_failure_ = true;
-        struct Reset {
-          bool& flag;
-          ~Reset() { flag = false; }
-        } reset{asking_failure_};
-        failure = failure_();
-      }
-      if (failure) {
-        throw Error(failure->status(), concat("while waiting for key \"", full(key), "\": ", failure->what()),
-                    failure->peer());
-      }
-    }
+    return get_checking_failures([&](Clock::time_point until) { return get_until(key, until); }, full(key), deadline,
+                                 failure_, asking_failure_);
   }
 
   std::shared_ptr<KeyValueStore> store_;

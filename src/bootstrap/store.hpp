@@ -109,6 +109,14 @@ class StoreClient final : public StoreAccess {
   std::unique_ptr<Impl> impl_;
 };
 
+// A store's waiting get: `get_until` in slices of about a second until
+// `deadline`, asking `failure` between slices, so a rank that failed ends the
+// wait at once, named. `asking` is true while `failure` runs (its own waits
+// are plain). Used by StoreClient and wrap_external_store's store.
+Bytes get_checking_failures(const std::function<Bytes(std::chrono::steady_clock::time_point)>& get_until,
+                            const std::string& key, std::chrono::steady_clock::time_point deadline,
+                            const std::function<std::optional<Error>()>& failure, bool& asking);
+
 // The caller's store (Communicator::init(rank, size, store)) as a StoreAccess:
 // keys get "<key_prefix>/", waits run in slices of a second with the failure
 // check between them, and whatever the caller's store throws becomes
