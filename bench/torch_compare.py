@@ -53,7 +53,8 @@ def time_op(op, group, nbytes, size, iters, warmup):
     elapsed = (time.perf_counter() - start) / iters
     slowest = torch.tensor([elapsed], dtype=torch.float64)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
-    return slowest.item(), elements * 4
+    # Bytes of the whole result, as nccl-tests count them: allgather's is every rank's block.
+    return slowest.item(), elements * 4 * (size if op == "allgather" else 1)
 
 
 def ddp_step_time(group, params_millions, steps):
