@@ -179,12 +179,7 @@ void CommunicatorImpl::connect() {
   bool all_local = std::all_of(hosts.begin(), hosts.end(),
                                [&](const bootstrap::Bytes& other) { return std::string(other.begin(), other.end()) == host; });
   // A caller-numbered job (init over a store) learns its host layout here.
-  if (job.launcher == kStoreLauncher) {
-    session.job = with_local_layout(job, hosts);
-    const std::string me = LocalLiveness::describe_self();
-    session.local_liveness.emplace(session.bootstrap->all_gather("chorus/process", bootstrap::Bytes(me.begin(), me.end())),
-                                   hosts, job.rank);
-  }
+  if (job.launcher == kStoreLauncher) learn_host_layout(session, hosts);
   // Bound before the transport exists, so its buffers are allocated near
   // the NIC and its CQ gets the planned completion vector.
   const topology::Placement placement = place(describe_nic(session.settings, all_local), host);

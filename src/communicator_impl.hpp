@@ -121,9 +121,9 @@ inline void check_message_bytes(const char* what, size_t bytes) {
 
 // JobInfo::launcher of a communicator made by init(rank, size, store).
 inline constexpr const char* kStoreLauncher = "store";
-// `job` with local_rank/local_size counted from every rank's host name
-// (communicator_store.cc).
-bootstrap::JobInfo with_local_layout(const bootstrap::JobInfo& job, const std::vector<bootstrap::Bytes>& hosts);
+// A caller-numbered job learns from every rank's host name its local rank
+// and size, and which same-host peers to watch (communicator_store.cc).
+void learn_host_layout(Session& session, const std::vector<bootstrap::Bytes>& hosts);
 
 class CommunicatorImpl {
  public:

@@ -9,12 +9,14 @@
 
 namespace chorus {
 
-bootstrap::JobInfo with_local_layout(const bootstrap::JobInfo& job, const std::vector<bootstrap::Bytes>& hosts) {
-  bootstrap::JobInfo local = job;
+void learn_host_layout(Session& session, const std::vector<bootstrap::Bytes>& hosts) {
+  bootstrap::JobInfo& job = session.job;
   const bootstrap::Bytes& mine = hosts.at(static_cast<size_t>(job.rank));
-  local.local_rank = static_cast<int>(std::count(hosts.begin(), hosts.begin() + job.rank, mine));
-  local.local_size = static_cast<int>(std::count(hosts.begin(), hosts.end(), mine));
-  return local;
+  job.local_rank = static_cast<int>(std::count(hosts.begin(), hosts.begin() + job.rank, mine));
+  job.local_size = static_cast<int>(std::count(hosts.begin(), hosts.end(), mine));
+  const std::string me = LocalLiveness::describe_self();
+  session.local_liveness.emplace(session.bootstrap->all_gather("chorus/process", bootstrap::Bytes(me.begin(), me.end())),
+                                 hosts, job.rank);
 }
 
 std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_store(int rank, int size,

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <csignal>
 #include <unistd.h>
 
 #include <chrono>
@@ -182,6 +183,36 @@ TEST(StoreInitArguments, AreCheckedBeforeAnythingMoves) {
   chorus::StoreInitOptions progress;
   progress.progress = "sometimes";
   EXPECT_EQ(status_of([&] { chorus::Communicator::init(0, 2, store, progress); }), chorus::Status::invalid_argument);
+}
+
+// A rank killed without a word (no launcher watches these ranks): the
+// others name it in about a second, far below the 20 s timeout.
+TEST(StoreInitKilledRank, IsNamedBySurvivorsWithinSeconds) {
+  StoreServer server("127.0.0.1", 0, kSecret);
+  const uint16_t port = server.port();
+  const std::vector<int> statuses = run_ranks(3, [&](int rank) {
+    setenv("CHORUS_TRANSPORT", "shm", 1);
+    auto store = std::make_shared<ClientStore>(port);
+    chorus::StoreInitOptions options;
+    options.timeout = 20s;
+    chorus::Communicator comm = chorus::Communicator::init(rank, 3, store, options);
+    comm.barrier();
+    if (rank == 2) kill(getpid(), SIGKILL);
+    const auto start = Clock::now();
+    std::vector<float> data(100000, 1.0f);
+    try {
+      for (int i = 0; i < 1000000; ++i) comm.allreduce(std::span<float>(data), chorus::ReduceOp::sum);
+    } catch (const chorus::Error& e) {
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      CHECK_OR_FAIL(e.status() == chorus::Status::peer_failed && e.peer() == 2, "after %.2f s: %s", seconds, e.what());
+      CHECK_OR_FAIL(std::string(e.what()).find("rank 2 (pid") != std::string::npos, "message: %s", e.what());
+      CHECK_OR_FAIL(seconds < 5, "named after %.2f s: %s", seconds, e.what());
+      sleep(1);  // the other survivor still finds this rank alive
+      return 0;
+    }
+    return 1;
+  });
+  EXPECT_EQ(statuses, (std::vector<int>{0, 0, 128 + SIGKILL}));
 }
 
 // A rank that never joins: the others fail at the caller's timeout, naming it.
