@@ -19,6 +19,7 @@
 
 #include <chorus/chorus.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -194,12 +195,57 @@ bool test_all(std::span<Request> requests);
 // Progresses once; the index of a request that has completed, if any.
 std::optional<size_t> test_any(std::span<Request> requests);
 
+// A key/value store the caller already has (torch's c10d::Store, a
+// framework's rendezvous service), for Communicator::init(rank, size, store):
+// chorus then bootstraps over it, with no store or listening port of its
+// own. Every rank's store must reach the same key space. Calls may come from
+// chorus' progress thread as well as the caller's (never two at once per
+// communicator). Any exception a call throws becomes Error(Status::bootstrap)
+// naming the key.
+class KeyValueStore {
+ public:
+  virtual ~KeyValueStore() = default;
+  // Stores (or overwrites) `value` under `key`.
+  virtual void set(const std::string& key, const std::vector<uint8_t>& value) = 0;
+  // Waits at most `timeout` for `key` to exist and returns its value; throws
+  // when it does not appear in time (chorus waits in slices of about a
+  // second, checking for failed peers in between).
+  virtual std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  // Atomically adds `delta` to the integer at `key` (missing = 0) and returns
+  // the new value. chorus reads counters only through add.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // True if `key` exists now (no waiting).
+  virtual bool check(const std::string& key) = 0;
+};
+
+// Settings of Communicator::init(rank, size, store, options) that the
+// caller's framework decides instead of the environment.
+struct StoreInitOptions {
+  // Every wait's deadline (as CHORUS_TIMEOUT, which it overrides); unset:
+  // CHORUS_TIMEOUT or its default.
+  std::optional<std::chrono::milliseconds> timeout;
+  // Prefix of every key chorus writes, for several jobs or communicators
+  // sharing one store (each init over the same keys needs its own).
+  std::string key_prefix = "chorus";
+  // Who advances non-blocking operations (as CHORUS_PROGRESS, which it
+  // overrides): "thread" (chorus' progress thread) or "caller" (only threads
+  // inside chorus calls: for a framework whose own thread always waits on
+  // the oldest outstanding request); empty: CHORUS_PROGRESS or its default.
+  std::string progress;
+};
+
 class Communicator {
  public:
   // Joins the job described by the environment (see README: CHORUS_*,
   // OMPI_COMM_WORLD_*, SLURM_*/PMI_*, RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT).
   // Collective over all ranks of the job.
   static Communicator init();
+  // Joins a job whose ranks the caller numbered (0 <= rank < size), bootstrapping
+  // over the caller's key/value store instead of detecting a launcher; the
+  // other CHORUS_* settings still apply. Collective over all `size` ranks;
+  // the store must outlive the communicator's finalize().
+  static Communicator init(int rank, int size, std::shared_ptr<KeyValueStore> store,
+                           const StoreInitOptions& options = {});
 
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;

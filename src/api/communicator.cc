@@ -45,12 +45,21 @@ std::string this_hostname() {
 }  // namespace
 
 std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_environment() {
+  signals::remove_infinipath_handlers();  // the real signal and status must reach the launcher
+  config::Settings settings = config::Settings::from_env();
+  bootstrap::JobInfo job = bootstrap::detect_job();
+  return create(std::move(settings), std::move(job), [](const bootstrap::JobInfo& job, std::chrono::milliseconds timeout) {
+    return std::make_unique<bootstrap::Bootstrap>(job, timeout);
+  });
+}
+
+std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(config::Settings settings, bootstrap::JobInfo job,
+                                                           const BootstrapFactory& make_bootstrap) {
   std::unique_ptr<CommunicatorImpl> comm(new CommunicatorImpl());
   comm->session_ = std::make_shared<Session>();
   Session& session = *comm->session_;
-  signals::remove_infinipath_handlers();  // the real signal and status must reach the launcher
-  session.settings = config::Settings::from_env();
-  session.job = bootstrap::detect_job();
+  session.settings = std::move(settings);
+  session.job = std::move(job);
   log::set_rank(session.job.rank);
   // Typos (CHORUS_TIMOUT) are named once per host: every rank has the same environment there.
   if (session.job.local_rank == 0) config::warn_unknown_variables();
@@ -63,7 +72,7 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_environment() {
       }
     }
   }
-  session.bootstrap = std::make_unique<bootstrap::Bootstrap>(session.job, session.settings.timeout);
+  session.bootstrap = make_bootstrap(session.job, session.settings.timeout);
   try {
     comm->connect();
   } catch (const Error& e) {
@@ -86,6 +95,8 @@ void CommunicatorImpl::connect() {
   auto hosts = session.bootstrap->all_gather("chorus/host", bootstrap::Bytes(host.begin(), host.end()));
   bool all_local = std::all_of(hosts.begin(), hosts.end(),
                                [&](const bootstrap::Bytes& other) { return std::string(other.begin(), other.end()) == host; });
+  // A caller-numbered job (init over a store) learns its host layout here.
+  if (job.launcher == kStoreLauncher) learn_host_layout(session, hosts);
   // Bound before the transport exists, so its buffers are allocated near
   // the NIC and its CQ gets the planned completion vector.
   const topology::Placement placement = place(describe_nic(session.settings, all_local), host);
@@ -326,9 +337,12 @@ void CommunicatorImpl::leave_job() {
   session.bootstrap->barrier("chorus/finalize", [engine] {
     if (engine != nullptr) engine->progress();
   });
-  if (!job.rank0_serves) return;
+  // A caller's store (torch's TCPStore) is usually served by rank 0's process too.
+  const bool store_launcher = job.launcher == kStoreLauncher;
+  if (!job.rank0_serves && !store_launcher) return;
   // Rank 0 hosts the store: it stays up until every rank has left it.
-  auto key = [](int r) { return concat("chorus/left/", r); };
+  const std::string prefix = store_launcher ? concat(job.job_id, "/") : std::string();
+  auto key = [&prefix](int r) { return concat(prefix, "chorus/left/", r); };
   if (job.rank != 0) {
     session.bootstrap->store().set(key(job.rank), {1});
     return;

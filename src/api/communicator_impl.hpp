@@ -25,6 +25,7 @@
 #include <array>
 #include <memory>
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -34,6 +35,26 @@ namespace chorus {
 // Context id 0 is the world communicator; 1..kMaxContextId are handed out by
 // split/dup (the tag's context bits, p2p::CallTag).
 inline constexpr uint32_t kMaxContextId = p2p::CallTag::kMaxContext;
+
+// The same-host peers of a job joined over a caller's store, watched through
+// /proc (local_liveness.cc): nobody else reports a peer that was killed.
+class LocalLiveness {
+ public:
+  // This process as the others look it up: "<pid namespace>|<pid>|<start time>".
+  static std::string describe_self();
+  // From every rank's describe_self() and host name.
+  LocalLiveness(const std::vector<bootstrap::Bytes>& descriptions, const std::vector<bootstrap::Bytes>& hosts, int self);
+  // Error(Status::peer_failed) naming the first watched peer that is gone.
+  std::optional<Error> dead_peer() const;
+
+ private:
+  struct Peer {
+    int rank;
+    long pid;
+    uint64_t start_time;
+  };
+  std::vector<Peer> peers_;
+};
 
 // One process' place in the job and its connections, shared by the world
 // communicator and every communicator split or duplicated from it. One
@@ -50,6 +71,7 @@ struct Session {
   bool closed = false;                     // the world communicator was finalized
   nb::DriverMutex mutex;
   std::vector<unsigned> progress_cpus;  // where placement puts the progress thread (empty: not bound)
+  std::optional<LocalLiveness> local_liveness;  // joined over a caller's store: same-host peers to watch
   // Collective calls made per communicator context, and the call in
   // progress: what a rank that left is compared with (departures.hpp).
   std::unordered_map<uint32_t, uint64_t> calls_made;
@@ -97,10 +119,21 @@ inline void check_message_bytes(const char* what, size_t bytes) {
   }
 }
 
+// JobInfo::launcher of a communicator made by init(rank, size, store).
+inline constexpr const char* kStoreLauncher = "store";
+// A caller-numbered job learns from every rank's host name its local rank
+// and size, and which same-host peers to watch (communicator_store.cc).
+void learn_host_layout(Session& session, const std::vector<bootstrap::Bytes>& hosts);
+
 class CommunicatorImpl {
  public:
+  using BootstrapFactory =
+      std::function<std::unique_ptr<bootstrap::Bootstrap>(const bootstrap::JobInfo&, std::chrono::milliseconds timeout)>;
   // Joins the job described by the environment.
   static std::unique_ptr<CommunicatorImpl> create_from_environment();
+  // Joins a caller-numbered job over the caller's store (communicator_store.cc).
+  static std::unique_ptr<CommunicatorImpl> create_from_store(int rank, int size, std::shared_ptr<KeyValueStore> store,
+                                                             const StoreInitOptions& options);
   ~CommunicatorImpl();
 
   int rank() const { return rank_; }
@@ -147,6 +180,9 @@ class CommunicatorImpl {
 
  private:
   CommunicatorImpl() = default;
+  // Both ways of joining: the job is known, `make_bootstrap` connects it to its store.
+  static std::unique_ptr<CommunicatorImpl> create(config::Settings settings, bootstrap::JobInfo job,
+                                                  const BootstrapFactory& make_bootstrap);
   void connect();
   topology::Placement place(const topology::NicDescription& nic, const std::string& host) const;
   void leave_job();

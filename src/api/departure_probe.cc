@@ -10,6 +10,9 @@ namespace chorus {
 std::optional<Error> Session::peer_failure() {
   if (!bootstrap) return std::nullopt;
   if (std::optional<Error> failure = bootstrap->launcher_failure()) return failure;
+  if (local_liveness) {
+    if (std::optional<Error> dead = local_liveness->dead_peer()) return dead;
+  }
   if (!bootstrap->store_answers()) return std::nullopt;
   try {
     return bootstrap::departure_blocking(bootstrap->departures().refresh(), current_call, job.rank);

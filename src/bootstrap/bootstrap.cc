@@ -29,10 +29,14 @@ std::string connectable_host(const std::string& bind_host) {
   return bind_host;
 }
 
-void validate(const JobInfo& job) {
+void validate_ranks(const JobInfo& job) {
   if (job.size < 1 || job.rank < 0 || job.rank >= job.size) {
     fail(Status::invalid_argument, "invalid job: rank ", job.rank, " of size ", job.size);
   }
+}
+
+void validate(const JobInfo& job) {
+  validate_ranks(job);
   if (!job.rank0_serves && job.store_host.empty()) {
     fail(Status::config, "rank ", job.rank, " has no store address and the launcher (", job.launcher,
          ") does not have rank 0 serve one");
@@ -151,12 +155,19 @@ Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout) : jo
              server_ ? " (served by this process)" : "");
 }
 
+Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout, std::unique_ptr<StoreAccess> store)
+    : job_(job), timeout_(timeout), client_(std::move(store)) {
+  validate_ranks(job_);
+  departures_ = std::make_unique<Departures>(*client_, job_.job_id);
+  client_->set_failure_check([this] { return peer_failure(); });
+}
+
 Bootstrap::~Bootstrap() {
   client_.reset();
   if (publishes_port_file(job_)) port_file::remove(port_file::path_for(job_.job_id));
 }
 
-StoreClient& Bootstrap::store() { return *client_; }
+StoreAccess& Bootstrap::store() { return *client_; }
 Departures& Bootstrap::departures() { return *departures_; }
 
 std::optional<Error> Bootstrap::peer_failure() {

@@ -51,7 +51,7 @@ std::optional<Error> departure_blocking(const std::vector<Departure>& departures
 // nothing is new.
 class Departures {
  public:
-  Departures(StoreClient& store, std::string job_id) : store_(store), job_id_(std::move(job_id)) {}
+  Departures(StoreAccess& store, std::string job_id) : store_(store), job_id_(std::move(job_id)) {}
   void announce(const Departure& departure);
   // Reads the announcements made since the last refresh.
   const std::vector<Departure>& refresh();
@@ -63,7 +63,7 @@ class Departures {
   static std::string record_key(const std::string& job_id, int64_t number);
 
  private:
-  StoreClient& store_;
+  StoreAccess& store_;
   std::string job_id_;
   std::vector<Departure> known_;
 };

@@ -63,7 +63,30 @@ class StoreServer {
   std::unique_ptr<Impl> impl_;
 };
 
-class StoreClient {
+// What Bootstrap needs from a store: chorus' own (StoreClient) or one the
+// caller brought (wrap_external_store).
+class StoreAccess {
+ public:
+  virtual ~StoreAccess() = default;
+  virtual void set(const std::string& key, const Bytes& value) = 0;
+  // Waits until `key` exists, then returns its value.
+  virtual Bytes get(const std::string& key) = 0;
+  // Waits until every key exists.
+  virtual void wait(const std::vector<std::string>& keys) = 0;
+  // Atomically adds `delta` to the integer at `key` (missing = 0); returns the new value.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // True if `key` exists now (no waiting).
+  virtual bool check(const std::string& key) = 0;
+  // get() with its own deadline instead of the store's timeout.
+  virtual Bytes get_until(const std::string& key, std::chrono::steady_clock::time_point deadline) = 0;
+  // From now on, waits (get, wait) ask `failure` about once a second and end
+  // with the Error it returns, if any: chorusrun records a dead rank in the
+  // store, so a rank waiting on it during setup says so at once instead of
+  // at the timeout. `failure` may use this store; its own waits are plain.
+  virtual void set_failure_check(std::function<std::optional<Error>()> failure) = 0;
+};
+
+class StoreClient final : public StoreAccess {
  public:
   // Connects (retrying until `timeout` while the server is not up yet) and
   // authenticates. Every later call also gives up after `timeout`.
@@ -72,28 +95,34 @@ class StoreClient {
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
 
-  void set(const std::string& key, const Bytes& value);
-  // Waits until `key` exists, then returns its value.
-  Bytes get(const std::string& key);
-  // Waits until every key exists.
-  void wait(const std::vector<std::string>& keys);
-  // Atomically adds `delta` to the integer at `key` (missing = 0); returns the new value.
-  int64_t add(const std::string& key, int64_t delta);
-  // True if `key` exists now (no waiting).
-  bool check(const std::string& key);
-  // get() with its own deadline instead of the client's timeout.
-  Bytes get_until(const std::string& key, std::chrono::steady_clock::time_point deadline);
-  // From now on, waits (get, wait) ask `failure` about once a second and end
-  // with the Error it returns, if any: chorusrun records a dead rank in the
-  // store, so a rank waiting on it during setup says so at once instead of
-  // at the timeout. `failure` may use this client; its own waits are plain.
-  void set_failure_check(std::function<std::optional<Error>()> failure);
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key) override;
+  void wait(const std::vector<std::string>& keys) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  bool check(const std::string& key) override;
+  Bytes get_until(const std::string& key, std::chrono::steady_clock::time_point deadline) override;
+  void set_failure_check(std::function<std::optional<Error>()> failure) override;
 
   class Impl;
 
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// A store's waiting get: `get_until` in slices of about a second until
+// `deadline`, asking `failure` between slices, so a rank that failed ends the
+// wait at once, named. `asking` is true while `failure` runs (its own waits
+// are plain). Used by StoreClient and wrap_external_store's store.
+Bytes get_checking_failures(const std::function<Bytes(std::chrono::steady_clock::time_point)>& get_until,
+                            const std::string& key, std::chrono::steady_clock::time_point deadline,
+                            const std::function<std::optional<Error>()>& failure, bool& asking);
+
+// The caller's store (Communicator::init(rank, size, store)) as a StoreAccess:
+// keys get "<key_prefix>/", waits run in slices of a second with the failure
+// check between them, and whatever the caller's store throws becomes
+// Error(Status::bootstrap) naming the key (a timeout: Status::timeout).
+std::unique_ptr<StoreAccess> wrap_external_store(std::shared_ptr<KeyValueStore> store, std::string key_prefix,
+                                           std::chrono::milliseconds timeout);
 
 // Where this process sits in the job and how to reach the store, detected
 // from the launcher's environment, in this order:
@@ -135,8 +164,10 @@ std::vector<Bytes> unpack(std::span<const uint8_t> packed, int size, const std::
 class Bootstrap {
  public:
   explicit Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout);
+  // Over a store the caller brought (wrap_external_store): nothing to serve or find.
+  Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout, std::unique_ptr<StoreAccess> store);
   ~Bootstrap();
-  StoreClient& store();
+  StoreAccess& store();
   // Ranks that announced they left the job (departures.hpp).
   Departures& departures();
   // What chorusrun recorded in the store about the first rank that failed
@@ -160,7 +191,7 @@ class Bootstrap {
   JobInfo job_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<StoreServer> server_;
-  std::unique_ptr<StoreClient> client_;
+  std::unique_ptr<StoreAccess> client_;
   std::unique_ptr<Departures> departures_;
   bool store_answers_ = true;
   bool joined_ = false;  // the first all_gather (which reports missing ranks as "not joined") is done

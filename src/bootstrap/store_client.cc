@@ -124,29 +124,10 @@ void StoreClient::Impl::set(const std::string& key, const Bytes& value) {
 
 Bytes StoreClient::Impl::get(const std::string& key, Clock::time_point deadline) {
   if (!failure_ || asking_failure_) return get_until(key, deadline);
-  // Wait in slices, asking between them whether the launcher saw a rank
-  // fail. A slice that times out leaves its request abandoned: the late
-  // reply is dropped (receive_reply).
-  for (;;) {
-    const auto slice_end = std::min(deadline, Clock::now() + kFailureCheckInterval);
-    try {
-      return get_until(key, slice_end);
-    } catch (const Error& e) {
-      if (e.status() != Status::timeout || slice_end >= deadline) throw;
-    }
-    std::optional<Error> failure;
-    {
-      struct Asking {
-        bool& flag;
-        ~Asking() { flag = false; }
-      } asking{asking_failure_ = true};
-      failure = failure_();
-    }
-    if (failure) {
-      throw Error(failure->status(), concat("while waiting for ", quoted_key(key), ": ", failure->what()),
-                  failure->peer());
-    }
-  }
+  // A slice that times out leaves its request abandoned: the late reply is
+  // dropped (receive_reply).
+  return get_checking_failures([&](Clock::time_point until) { return get_until(key, until); }, key, deadline, failure_,
+                               asking_failure_);
 }
 
 Bytes StoreClient::Impl::get_until(const std::string& key, Clock::time_point deadline) {
@@ -277,6 +258,30 @@ bool StoreClient::check(const std::string& key) { return impl_->check(key); }
 Bytes StoreClient::get_until(const std::string& key, Clock::time_point deadline) { return impl_->get(key, deadline); }
 void StoreClient::set_failure_check(std::function<std::optional<Error>()> failure) {
   impl_->set_failure_check(std::move(failure));
+}
+
+Bytes get_checking_failures(const std::function<Bytes(Clock::time_point)>& get_until, const std::string& key,
+                            Clock::time_point deadline, const std::function<std::optional<Error>()>& failure,
+                            bool& asking) {
+  for (;;) {
+    const auto slice_end = std::min(deadline, Clock::now() + kFailureCheckInterval);
+    try {
+      return get_until(slice_end);
+    } catch (const Error& e) {
+      if (e.status() != Status::timeout || slice_end >= deadline) throw;
+    }
+    std::optional<Error> failed;
+    {
+      struct Asking {
+        bool& flag;
+        ~Asking() { flag = false; }
+      } guard{asking = true};
+      failed = failure();
+    }
+    if (failed) {
+      throw Error(failed->status(), concat("while waiting for ", quoted_key(key), ": ", failed->what()), failed->peer());
+    }
+  }
 }
 
 void StoreClient::wait(const std::vector<std::string>& keys) {
