@@ -21,6 +21,6 @@ if ! reason=$("$lab" --check -n "$guests"); then
 fi
 cd "$build"
 case $mode in
-  single) exec "$lab" -t 3000 -- ctest --test-dir "$build" -L '^verbs$' --output-on-failure ;;
+  single) exec "$lab" -t 3000 -- "$source_dir/tests/verbs/lab_ctest.sh" "$build" ;;
   two) exec "$lab" -n 2 -t 1800 -- "$source_dir/tests/verbs/two_hosts.sh" "$build" ;;
 esac
