@@ -282,7 +282,11 @@ std::vector<Bytes> Bootstrap::all_gather(const std::string& prefix, const Bytes&
                    " has ", job_.size_variable, "=", their_size, "; every rank must be started with the same ",
                    job_.size_variable);
         client_->set(packed_key, with_u32(kSizeMismatch, Bytes(mismatch.begin(), mismatch.end())));
-        linger_until_read(keys + "/mismatch-read", r);
+        // Every other rank may be waiting for the gathered value, not only
+        // ranks 1..r whose keys rank 0 has read: ranks past r that already
+        // joined would otherwise find the store gone (it lives in this
+        // process under torchrun). Bounded to 1 s for ranks that never came.
+        linger_until_read(keys + "/mismatch-read", job_.size - 1);
         throw Error(Status::config, mismatch, r);
       }
       blobs.push_back(std::move(value));
