@@ -228,6 +228,11 @@ class TcpTransport final : public Transport {
 
   void note_abandoned(const Error& cause) override { abandoned_ = cause.what(); }
 
+  // The read `op` is over (failed or abandoned): its pieces still arrive, and land nowhere.
+  void discard_pieces_of(uint64_t op) {
+    for (auto& [id, piece] : pieces_) piece.discard = piece.discard || piece.op == op;
+  }
+
   bool cancel_reads(uint64_t context) override {
     std::erase_if(finished_reads_, [context](uint64_t done) { return done == context; });
     for (auto op = ops_.begin(); op != ops_.end();) {
@@ -235,7 +240,7 @@ class TcpTransport final : public Transport {
         ++op;
         continue;
       }
-      for (auto& [id, piece] : pieces_) piece.discard = piece.discard || piece.op == op->first;
+      discard_pieces_of(op->first);
       op = ops_.erase(op);
     }
     return true;
@@ -369,7 +374,7 @@ class TcpTransport final : public Transport {
     if (op == ops_.end()) return;  // failed earlier
     const uint64_t context = op->second.context;
     if (error != nullptr) {
-      for (auto& [id, other] : pieces_) other.discard = other.discard || other.op == op_id;
+      discard_pieces_of(op_id);
       ops_.erase(op);
       sink.on_error(context, error->peer(), *error);
       return;
