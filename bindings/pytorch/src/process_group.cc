@@ -145,7 +145,7 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
   comm_ = std::make_unique<chorus::Communicator>(
       chorus::Communicator::init(rank, size, std::make_shared<TorchStore>(store), options));
   blocking_comm_ = std::make_unique<chorus::Communicator>(comm_->dup());
-  completer_ = std::make_unique<WorkQueue>();
+  completer_ = std::make_shared<WorkQueue>();
   runner_ = std::make_unique<WorkQueue>();
 }
 
@@ -155,8 +155,8 @@ ProcessGroupChorus::~ProcessGroupChorus() {
     // made, which takes the GIL: the caller (destroy_process_group) may hold it.
     std::optional<pybind11::gil_scoped_release> without_gil;
     if (Py_IsInitialized() && PyGILState_Check()) without_gil.emplace();
-    runner_.reset();  // completes what is queued
-    completer_.reset();
+    runner_.reset();  // runs what is queued
+    completer_.reset();  // completes the works it looks after and the dropped ones
   }
   try {
     blocking_comm_->finalize();
@@ -168,15 +168,14 @@ ProcessGroupChorus::~ProcessGroupChorus() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::started(c10d::OpType type, chorus::Request request,
                                                            std::vector<at::Tensor> outputs, std::function<void()> finish) {
-  auto work = c10::make_intrusive<ChorusWork>(rank_, type, std::move(request), std::move(outputs), std::move(finish));
-  completer_->push(work);
-  return work;
+  return c10::make_intrusive<ChorusWork>(rank_, type, std::move(request), std::move(outputs), std::move(finish),
+                                        completer_);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::queued(c10d::OpType type, std::function<void()> body,
                                                           std::vector<at::Tensor> outputs, std::function<void()> finish) {
   auto work = c10::make_intrusive<ChorusWork>(rank_, type, std::move(body), std::move(outputs), std::move(finish));
-  runner_->push(work);
+  runner_->push([work] { work->complete_in_background(); });
   return work;
 }
 

@@ -2,8 +2,9 @@
 // communicator (docs/pytorch.md). Collectives chorus has as non-blocking
 // calls start at once on the group's communicator; gather, scatter and
 // uneven all-to-all, which chorus has only as blocking calls, run in order
-// on a runner thread over a duplicate communicator. A completer thread waits
-// for the started calls in order, so futures complete without a wait().
+// on a runner thread over a duplicate communicator. A completer thread
+// completes the started calls whose future was asked for (so futures
+// complete without a wait()) and those dropped unfinished (work.hpp).
 #pragma once
 
 #include "work.hpp"
@@ -55,7 +56,8 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
  private:
-  // A started request: the completer thread will wait for it.
+  // A started request: completed by its wait(), or by the completer thread
+  // once its future is asked for or it is dropped.
   c10::intrusive_ptr<c10d::Work> started(c10d::OpType type, chorus::Request request, std::vector<at::Tensor> outputs,
                                          std::function<void()> finish = {});
   // A blocking chorus call (on blocking_comm_) for the runner thread.
@@ -67,7 +69,7 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
 
   std::unique_ptr<chorus::Communicator> comm_;           // non-blocking calls, started by the caller's thread
   std::unique_ptr<chorus::Communicator> blocking_comm_;  // blocking calls, made by the runner thread
-  std::unique_ptr<WorkQueue> completer_;
+  std::shared_ptr<WorkQueue> completer_;  // works hold it weakly: they may outlive the group
   std::unique_ptr<WorkQueue> runner_;
 };
 

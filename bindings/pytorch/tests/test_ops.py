@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -144,3 +145,41 @@ def test_torchrun(tmp_path):
         return
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("torchrun rank ok") == 3, result.stdout + result.stderr
+
+
+def work_objects_worker(rank, size, port, tmp):
+    """How a Work completes: wait(), is_completed() polled, its future, or
+    nobody (dropped unfinished: its results still land)."""
+    init("tcp", rank, size, port, tmp)
+    total = sum(range(1, size + 1))
+    # is_completed() polled alone completes the work (no wait, no future).
+    t = torch.full((1000,), float(rank + 1))
+    work = dist.all_reduce(t, async_op=True)
+    while not work.is_completed():
+        pass
+    assert work.is_success() and t.eq(total).all(), t[:4]
+    # The future, then the work's wait() on the same work.
+    t = torch.full((20011,), float(rank + 1))
+    work = dist.all_reduce(t, async_op=True)
+    assert work.get_future().wait()[0].eq(total).all()
+    assert work.wait() and t.eq(total).all()
+    # Dropped unfinished, on a non-contiguous tensor (its copy back runs
+    # after chorus' operation) and a large one: the results land.
+    base = torch.full((2, 30000), float(rank + 1))
+    column = base[:, ::2]
+    large = torch.full((1 << 20,), float(rank + 1))
+    del_works = [dist.all_reduce(column, async_op=True), dist.all_reduce(large, async_op=True)]
+    del del_works
+    deadline = time.monotonic() + 20
+    while not (column.eq(total).all() and large.eq(total).all()):
+        assert time.monotonic() < deadline, (column[0, :4], large[:4])
+        time.sleep(0.001)
+    assert base[:, 1::2].eq(rank + 1).all()  # the other columns untouched
+    # Many outstanding works, dropped, then the group destroyed: nothing hangs.
+    works = [dist.all_reduce(torch.full((7,), 1.0), async_op=True) for _ in range(80)]
+    del works
+    dist.destroy_process_group()
+
+
+def test_work_objects_complete_through_wait_poll_future_or_nobody(tmp_path):
+    mp.start_processes(work_objects_worker, args=(3, free_port(), str(tmp_path)), nprocs=3, start_method="spawn")
