@@ -115,7 +115,9 @@ def main():
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4], help="process counts to run (default 2 4)")
     parser.add_argument("--max-bytes", type=int, default=64 << 20, help="largest message (default 64 MiB)")
     parser.add_argument("--step", type=int, default=16, help="size multiplier between rows (default 16)")
-    parser.add_argument("--iters", type=int, default=50, help="iterations per size up to 1 MiB (a tenth beyond)")
+    parser.add_argument("--iters", type=int, default=200,
+                        help="iterations per size up to 1 MiB, a tenth beyond (default 200: one scheduler "
+                             "stall of a few ms in 50 calls would double a small row's mean)")
     parser.add_argument("--ops", nargs="+", default=OPS, choices=OPS, help="operations (default: all)")
     parser.add_argument("--ddp-params", type=float, default=20, help="DDP model size in millions (0: skip)")
     parser.add_argument("--ddp-steps", type=int, default=10, help="DDP steps timed (median reported)")
