@@ -54,7 +54,7 @@ void RcMeshTransport::post_receive(int p, uint32_t slot) {
     check_rc(ibv_post_srq_recv(srq_.get(), &wr, &bad), "ibv_post_srq_recv (reposting an eager buffer)");
   } else {
     check_rc(ibv_post_recv(peers_[static_cast<size_t>(p)].qp, &wr, &bad),
-             concat("ibv_post_recv (eager buffer for rank ", p, ")"), p);
+             [&] { return concat("ibv_post_recv (eager buffer for rank ", p, ")"); }, p);
   }
 }
 

@@ -42,7 +42,7 @@ void RcMeshTransport::post_message(const rc::SendWr& send, int32_t send_buffer, 
   wr.opcode = IBV_WR_SEND;
   wr.send_flags = (send_buffer < 0 ? IBV_SEND_INLINE : 0) | (send.signaled ? IBV_SEND_SIGNALED : 0);
   wr.wr_id = make_wr_id(static_cast<uint64_t>(WrKind::send), send.peer, send.sequence);
-  post_send(send.peer, wr, concat("ibv_post_send (eager, ", bytes, " bytes, to rank ", send.peer, ")"));
+  post_send(send.peer, wr, [&] { return concat("ibv_post_send (eager, ", bytes, " bytes, to rank ", send.peer, ")"); });
 }
 
 // By an RDMA WRITE into the peer's mailbox: no receive consumed, so credits
@@ -61,7 +61,7 @@ void RcMeshTransport::post_credit_write(const rc::SendWr& send, uint32_t granted
   wr.wr.rdma.rkey = peer.remote_mailbox_rkey;
   wr.send_flags = (max_inline_ >= sizeof(uint32_t) ? IBV_SEND_INLINE : 0) | (send.signaled ? IBV_SEND_SIGNALED : 0);
   wr.wr_id = make_wr_id(static_cast<uint64_t>(WrKind::credit_write), p, send.sequence);
-  post_send(p, wr, concat("ibv_post_send (credit RDMA WRITE to rank ", p, ")"));
+  post_send(p, wr, [&] { return concat("ibv_post_send (credit RDMA WRITE to rank ", p, ")"); });
 }
 
 void RcMeshTransport::post_read_piece(const rc::SendWr& send, const PendingRead& read) {
@@ -81,12 +81,6 @@ void RcMeshTransport::post_read_piece(const rc::SendWr& send, const PendingRead&
 // Written by the peer's RDMA WRITE, read without a completion: acquire.
 uint32_t RcMeshTransport::mailbox(int peer) {
   return __atomic_load_n(&mailbox_[static_cast<size_t>(peer)], __ATOMIC_ACQUIRE);
-}
-
-void RcMeshTransport::post_send(int peer, ibv_send_wr& wr, const std::string& what) {
-  ibv_send_wr* bad = nullptr;
-  const int rc = ibv_post_send(peers_[static_cast<size_t>(peer)].qp, &wr, &bad);
-  if (rc != 0) fail_errno(what, rc, peer);  // nothing posted: the flow control undoes its accounting
 }
 
 uint32_t RcMeshTransport::allocate_read_op(ReadJob* job) {

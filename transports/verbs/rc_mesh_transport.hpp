@@ -119,7 +119,13 @@ class RcMeshTransport : public Transport, private rc::Poster {
   void post_credit_write(const rc::SendWr& wr, uint32_t granted) override;
   void post_read_piece(const rc::SendWr& wr, const PendingRead& read) override;
   uint32_t mailbox(int peer) override;
-  void post_send(int peer, ibv_send_wr& wr, const std::string& what);
+  // Nothing is posted on failure: the flow control undoes its accounting.
+  // `describe` names the post, called only on failure.
+  template <class Describe>
+  void post_send(int peer, ibv_send_wr& wr, Describe&& describe) {
+    ibv_send_wr* bad = nullptr;
+    check_rc(ibv_post_send(peers_[static_cast<size_t>(peer)].qp, &wr, &bad), describe, peer);
+  }
   uint32_t allocate_read_op(ReadJob* job);
   // completions (rc_mesh_completions.cc)
   void post_receive(int peer, uint32_t slot);

@@ -112,10 +112,10 @@ void UdTransport::transmit(int peer, int slot, const void* frame, size_t bytes) 
     }
   }
   ibv_send_wr* bad = nullptr;
-  check_rc(ibv_post_send(ud_qp_.get(), &wr, &bad),
-           concat("ibv_post_send (UD ", slot == ud::Reliability::kAckSlot ? "ack" : "fragment", " of ", bytes,
-                  " bytes to rank ", peer, ")"),
-           peer);
+  check_rc(ibv_post_send(ud_qp_.get(), &wr, &bad), [&] {
+    return concat("ibv_post_send (UD ", slot == ud::Reliability::kAckSlot ? "ack" : "fragment", " of ", bytes,
+                  " bytes to rank ", peer, ")");
+  }, peer);
 }
 
 void UdTransport::post_receive(uint32_t slot) {

@@ -243,7 +243,7 @@ void RcReadLinks::start_reads(int peer, Link& link) {
     wr.wr_id = make_wr_id(setup_.read_wr_kind, peer, op);
     ibv_send_wr* bad = nullptr;
     check_rc(ibv_post_send(link.qp.get(), &wr, &bad),
-             concat("ibv_post_send (RDMA READ of ", read.bytes, " bytes from rank ", peer, ")"), peer);
+             [&] { return concat("ibv_post_send (RDMA READ of ", read.bytes, " bytes from rank ", peer, ")"); }, peer);
     free_read_ops_.pop_back();
     ++link.reads_in_flight;
     ++reads_in_flight_;

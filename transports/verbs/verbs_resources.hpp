@@ -8,28 +8,40 @@
 #include <infiniband/verbs.h>
 
 #include <cerrno>
+#include <concepts>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace chorus::transport::verbs {
 
 // Throws Error(Status::transport) "verbs: <what> failed: <strerror> (errno N)".
 // Verbs calls report failure either by returning an errno value or by
 // returning NULL/-1 with errno set; callers pass whichever applies.
-[[noreturn]] inline void fail_errno(const std::string& what, int error_number, int peer = -1) {
+[[noreturn]] inline void fail_errno(std::string_view what, int error_number, int peer = -1) {
   throw Error(Status::transport,
               concat("verbs: ", what, " failed: ", std::strerror(error_number), " (errno ", error_number, ")"), peer);
 }
 
 // For calls that return 0 or an errno value (ibv_modify_qp, ibv_post_*, ...).
-inline void check_rc(int rc, const std::string& what, int peer = -1) {
+inline void check_rc(int rc, std::string_view what, int peer = -1) {
   if (rc != 0) fail_errno(what, rc > 0 ? rc : errno, peer);
+}
+
+// The same with the text built only on failure, for the data path: building
+// "ibv_post_send (eager, 12 bytes, to rank 1)" through a stream on every post
+// cost more than the post itself (perf in the lab, 2026-11-26).
+template <std::invocable Describe>
+inline void check_rc(int rc, Describe&& describe, int peer = -1) {
+  if (rc == 0) [[likely]] return;
+  const int error_number = rc > 0 ? rc : errno;  // before describe() may touch errno
+  fail_errno(describe(), error_number, peer);
 }
 
 // For calls that return a pointer, NULL with errno on failure.
 template <class T>
-T* check_ptr(T* object, const std::string& what, int peer = -1) {
+T* check_ptr(T* object, std::string_view what, int peer = -1) {
   if (object == nullptr) fail_errno(what, errno != 0 ? errno : EINVAL, peer);
   return object;
 }
