@@ -127,10 +127,10 @@ class Transport {
                          uint64_t context) = 0;
   // The operation behind `context` was abandoned (it failed while its reads
   // were in flight): none of their bytes may land in local memory any more,
-  // and nothing more is reported for them. True when the transport can
-  // promise that; false when only closing the local registration stops the
-  // writes (verbs: the device then refuses them).
-  virtual bool cancel_reads(uint64_t /*context*/) { return false; }
+  // and nothing more is reported for them. The default does nothing: where
+  // the NIC writes (verbs, ofi), closing the local registration, which the
+  // engine does next, makes the device refuse the writes.
+  virtual void cancel_reads(uint64_t /*context*/) {}
   // Everything outstanding was abandoned because of `cause` (the owner's
   // communicator failed): a peer refused a read from now on learns why, so
   // its own error can name the rank that really failed.

@@ -157,10 +157,9 @@ class ShmTransport final : public Transport {
   }
 
   // Reads are copied when posted: only their reports are left to drop.
-  bool cancel_reads(uint64_t context) override {
+  void cancel_reads(uint64_t context) override {
     std::erase_if(finished_reads_, [context](uint64_t done) { return done == context; });
     std::erase_if(read_failures_, [context](const ReadFailure& failure) { return failure.context == context; });
-    return true;
   }
 
   int poll(Sink& sink) override {

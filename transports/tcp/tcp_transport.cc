@@ -233,7 +233,7 @@ class TcpTransport final : public Transport {
     for (auto& [id, piece] : pieces_) piece.discard = piece.discard || piece.op == op;
   }
 
-  bool cancel_reads(uint64_t context) override {
+  void cancel_reads(uint64_t context) override {
     std::erase_if(finished_reads_, [context](uint64_t done) { return done == context; });
     for (auto op = ops_.begin(); op != ops_.end();) {
       if (op->second.context != context) {
@@ -243,7 +243,6 @@ class TcpTransport final : public Transport {
       discard_pieces_of(op->first);
       op = ops_.erase(op);
     }
-    return true;
   }
 
   int poll(Sink& sink) override {
