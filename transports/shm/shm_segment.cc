@@ -3,6 +3,7 @@
 #include "transports/shm/shm_segment.hpp"
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "transports/shm/shm_transport.hpp"
 
 #include <fcntl.h>
@@ -48,7 +49,16 @@ OwnSegment create_own_segment(int senders, size_t ring_bytes) {
   // (shm_regions::remove_stale) covers even that instant.
   const std::string name = concat("/", getpid(), ":chorus-shm-", created.fetch_add(1));
   const size_t bytes = segment_bytes(senders, ring_bytes);
-  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    // This process makes each name once, so the file is a leftover of a
+    // process with the same pid killed inside this window (pids repeat,
+    // quickly in a container): it is nobody's, remove it and take the name.
+    if (shm_unlink(name.c_str()) == 0) {
+      log::info("shm: removed /dev/shm", name, ", left by an earlier process with pid ", getpid());
+    }
+    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  }
   if (fd < 0) {
     fail(Status::transport, "shm: shm_open(/dev/shm", name, ") failed: ", errno_string(errno));
   }
