@@ -29,5 +29,10 @@ void scan_linear(Context& ctx, const Args& args);
 void scan_recursive_doubling(Context& ctx, const Args& args);
 void exscan_linear(Context& ctx, const Args& args);
 void exscan_recursive_doubling(Context& ctx, const Args& args);
+// board.cc: where the communicator's ranks share memory.
+void allreduce_board(Context& ctx, const Args& args);
+void broadcast_board(Context& ctx, const Args& args);
+void reduce_board(Context& ctx, const Args& args);
+void barrier_board(Context& ctx, const Args& args);
 
 }  // namespace chorus::coll

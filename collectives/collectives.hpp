@@ -120,6 +120,20 @@ class Context {
       if (request.valid()) suspender_->wait(engine_, request);
     }
   }
+  // The board algorithms (board.cc): this call's communicator's boards, or
+  // nullptr where its ranks share no memory, its context has no board, or
+  // the call runs on a fiber (a board call waits where it is issued, in
+  // call order, which concurrent non-blocking calls cannot promise).
+  const transport::Boards* boards() const {
+    if (suspender_ != nullptr || p2p::CallTag::context_of(call_.base()) >= transport::kBoardContexts) return nullptr;
+    return engine_.transport().boards();
+  }
+  uint32_t context_id() const { return p2p::CallTag::context_of(call_.base()); }
+  p2p::CallTag call() const { return call_; }
+  uint32_t call_check() const { return call_check_; }
+  int engine_rank(int rank) const { return engine_ranks_[static_cast<size_t>(rank)]; }
+  p2p::Engine& engine() { return engine_; }
+
   // Blocking exchange: send to `to` and receive from `from` concurrently.
   void sendrecv(int to, const void* send, size_t send_bytes, int from, void* recv, size_t recv_bytes,
                 uint32_t step) {

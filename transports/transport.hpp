@@ -14,6 +14,8 @@
 // when it can be attributed, so the engine fails only what is affected.
 #pragma once
 
+#include "transports/board.hpp"
+
 #include <chorus/chorus.hpp>
 
 #include <cstddef>
@@ -162,6 +164,11 @@ class Transport {
   // depths, connection state): what a person needs to tell a stalled peer
   // from a stalled transport. Empty when there is nothing to add.
   virtual std::string describe_peer(int /*peer*/) { return {}; }
+
+  // Where every rank maps every other rank's memory (shm, inproc): their
+  // boards for message-less small collectives (transports/board.hpp), valid
+  // after connect(). nullptr elsewhere.
+  virtual const Boards* boards() const { return nullptr; }
 
   // This transport's memory now (after connect()). Zero where not counted.
   virtual MemoryUse memory_use() const { return {}; }

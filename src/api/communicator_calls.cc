@@ -128,7 +128,18 @@ void CommunicatorImpl::validate(Collective op, const coll::Args& args) const {
 
 const coll::Algorithm& CommunicatorImpl::choose(Collective op, size_t bytes) const {
   const coll::Algorithm* forced = forced_[static_cast<size_t>(op)];
-  return forced != nullptr ? *forced : coll::select(op, bytes, size());
+  if (forced != nullptr) return *forced;
+  // Where the ranks share memory, small calls run on the board (board.cc).
+  if (bytes <= session_->settings.board_bytes && context_id_ < transport::kBoardContexts &&
+      session_->transport->boards() != nullptr) {
+    static const std::array<const coll::Algorithm*, kNumCollectives> boards = [] {
+      std::array<const coll::Algorithm*, kNumCollectives> table{};
+      for (int o = 0; o < kNumCollectives; ++o) table[static_cast<size_t>(o)] = coll::find(static_cast<Collective>(o), "board");
+      return table;
+    }();
+    if (const coll::Algorithm* board = boards[static_cast<size_t>(op)]) return *board;
+  }
+  return coll::select(op, bytes, size());
 }
 
 void CommunicatorImpl::run_single_rank(Collective op, const coll::Args& args) {

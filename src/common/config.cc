@@ -159,6 +159,10 @@ const std::vector<VariableDoc>& variables() {
       {"CHORUS_EAGER_LIMIT", "16K", "messages up to this size are sent eagerly; larger ones use rendezvous RDMA READ"},
       {"CHORUS_RDV_CHUNK", "1M", "size of each RDMA READ a rendezvous receive issues"},
       {"CHORUS_RDV_READS", "4", "RDMA READs in flight per rendezvous receive (1..64)"},
+      {"CHORUS_BOARD_BYTES", "1K",
+       "allreduce, broadcast, reduce and barrier of up to this many bytes run on the shared-memory board (no "
+       "messages) where every rank of the communicator maps the others' memory (the shm transport); 0: never "
+       "(0..2K)"},
       {"CHORUS_REG_CACHE_BYTES", "1G", "upper bound on bytes kept registered by the registration cache"},
       {"CHORUS_LEAVE_PINNED", "0",
        "1: keep registrations of application buffers cached on pinning transports (verbs) too, like Open MPI's "
@@ -291,6 +295,7 @@ Settings Settings::from_env() {
   s.eager_limit = env_bytes("CHORUS_EAGER_LIMIT", s.eager_limit, 0, 1 << 20);
   s.rendezvous_chunk = env_bytes("CHORUS_RDV_CHUNK", s.rendezvous_chunk, 4096, 1ull << 30);
   s.reads_in_flight = static_cast<int>(env_int("CHORUS_RDV_READS", s.reads_in_flight, 1, 64));
+  s.board_bytes = env_bytes("CHORUS_BOARD_BYTES", s.board_bytes, 0, 2048);
   s.reg_cache_bytes = env_bytes("CHORUS_REG_CACHE_BYTES", s.reg_cache_bytes, 0, 1ull << 40);
   s.leave_pinned = env_bool("CHORUS_LEAVE_PINNED", s.leave_pinned);
   s.check_calls = env_bool("CHORUS_CHECK_CALLS", s.check_calls);

@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 
 namespace chorus::p2p {
 
@@ -48,6 +49,14 @@ struct Counters {
   uint64_t unexpected = 0;  // messages that arrived before their receive
   uint64_t reads_posted = 0;
   uint64_t blocked_waits = 0;  // times progress blocked on the transport's fd
+};
+
+// What a wait_until() waits for, for its errors: the peer it depends on
+// (-1: none in particular) and a phrase ("rank 2's slot of allreduce #7 on
+// the shared-memory board").
+struct Waiting {
+  int peer = -1;
+  std::string what;
 };
 
 class Engine {
@@ -114,6 +123,11 @@ class Engine {
   // `stop()` returns true. Throws as wait() does on a timeout or a failure
   // the probe reports; does not reap the request.
   void progress_until(const Request& request, const std::function<bool()>& stop);
+  // Progresses as progress_until does until `done()` is true, for what
+  // arrives by memory, not by the transport (the shm boards): it yields
+  // when idle and never sleeps on the transport's fd. `waiting_for` is
+  // asked only for an error (timeout, a failed peer).
+  void wait_until(const std::function<bool()>& done, const std::function<Waiting()>& waiting_for);
   // Called about once a second while a wait makes no progress; an error it
   // returns (a rank the launcher saw die) ends the wait with that error.
   void set_failure_probe(std::function<std::optional<Error>()> probe);

@@ -110,6 +110,7 @@ class Engine::Impl final : public transport::Sink {
   Completion wait(Request& request);
   void wait_all(std::span<Request> requests);
   void progress_until(const Request& request, const std::function<bool()>& stop);
+  void wait_until(const std::function<bool()>& done, const std::function<Waiting()>& waiting_for);
   void flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept;
 
   int progress() { return poll_transport(); }
@@ -223,10 +224,17 @@ class Engine::Impl final : public transport::Sink {
   // engine_progress.cc
   std::string describe_wait(const Slot& slot) const;
   Error timeout_error(const Slot& slot);
-  void probe_for_failures(const Slot& slot, Clock::time_point now, Clock::time_point& next_probe);
+  // `Describe` gives (peer, what is awaited) for a failure's message;
+  // `Timeout` the Error of a wait that made no progress for the timeout.
+  template <class Describe>
+  void probe_for_failures(const Describe& describe, Clock::time_point now, Clock::time_point& next_probe);
   template <class Done>
   void progress_until(const Slot& slot, Done done);
-  void idle(Clock::duration remaining);
+  // `blocking`: idle may sleep on the transport's fd (the awaited event
+  // arrives through the transport); else it only yields.
+  template <class Done, class Timeout, class Describe>
+  void progress_loop(Done done, const Timeout& timeout, const Describe& describe, bool blocking);
+  void idle(Clock::duration remaining, bool blocking);
 
   transport::Transport& transport_;
   int rank_;

@@ -78,23 +78,22 @@ Error Engine::Impl::timeout_error(const Slot& slot) {
 // A long wait asks the launcher whether a rank has failed (at most once per
 // interval), so survivors learn of a death in about a second, not after
 // CHORUS_TIMEOUT.
-void Engine::Impl::probe_for_failures(const Slot& slot, Clock::time_point now, Clock::time_point& next_probe) {
+template <class Describe>
+void Engine::Impl::probe_for_failures(const Describe& describe, Clock::time_point now, Clock::time_point& next_probe) {
   if (!failure_probe_ || now < next_probe) return;
   next_probe = now + kFailureProbeInterval;
   if (std::optional<Error> failure = failure_probe_()) {
-    throw Error(failure->status(),
-                concat("rank ", rank_, " stopped waiting for ", describe_wait(slot), " (", CallTag::describe(slot.tag),
-                       "): ", failure->what()),
+    throw Error(failure->status(), concat("rank ", rank_, " stopped waiting for ", describe().what, ": ", failure->what()),
                 failure->peer());
   }
 }
 
-// The progress loop of wait(). Reading the clock costs as much as an empty
-// poll of shared memory (more in a VM), so it is read only every few dozen
-// empty polls: the first read starts the timeout and the spin window, and
-// a later one restarts the spin window if anything happened in between.
-template <class Done>
-void Engine::Impl::progress_until(const Slot& slot, Done done) {
+// The progress loop of every wait. Reading the clock costs as much as an
+// empty poll of shared memory (more in a VM), so it is read only every few
+// dozen empty polls: the first read starts the timeout and the spin window,
+// and a later one restarts the spin window if anything happened in between.
+template <class Done, class Timeout, class Describe>
+void Engine::Impl::progress_loop(Done done, const Timeout& timeout, const Describe& describe, bool blocking) {
   Clock::time_point deadline, spin_until, next_probe;
   bool clock_started = false;
   int empty_polls = 0;
@@ -118,15 +117,36 @@ void Engine::Impl::progress_until(const Slot& slot, Done done) {
       spin_until = now + settings_.spin;
       progressed = false;
     }
-    if (now >= deadline) throw timeout_error(slot);
-    probe_for_failures(slot, now, next_probe);
-    if (oversubscribed_ || now >= spin_until) idle(deadline - now);
+    if (now >= deadline) throw timeout();
+    probe_for_failures(describe, now, next_probe);
+    if (oversubscribed_ || now >= spin_until) idle(deadline - now, blocking);
   }
 }
 
+template <class Done>
+void Engine::Impl::progress_until(const Slot& slot, Done done) {
+  progress_loop(
+      done, [&] { return timeout_error(slot); },
+      [&] { return Waiting{slot.peer, concat(describe_wait(slot), " (", CallTag::describe(slot.tag), ")")}; }, true);
+}
+
+void Engine::Impl::wait_until(const std::function<bool()>& done, const std::function<Waiting()>& waiting_for) {
+  auto timeout = [&] {
+    const Waiting waiting = waiting_for();
+    return Error(Status::timeout,
+                 concat("rank ", rank_, " timed out after ", std::chrono::duration<double>(settings_.timeout).count(),
+                        " s (CHORUS_TIMEOUT) waiting for ", waiting.what,
+                        "; the peer may have died, stalled, or called a different collective"),
+                 waiting.peer);
+  };
+  // What is awaited is written to memory, not sent: no transport event wakes
+  // a sleeper, so idle only yields.
+  progress_loop(done, timeout, waiting_for, false);
+}
+
 // Nothing to do: block on the transport's fd if it has one, else yield.
-void Engine::Impl::idle(Clock::duration remaining) {
-  int fd = transport_.wait_fd();
+void Engine::Impl::idle(Clock::duration remaining, bool blocking) {
+  int fd = blocking ? transport_.wait_fd() : -1;
   if (fd >= 0 && transport_.arm()) {
     // Short slices keep the timeout check and stray wakeups cheap.
     auto slice = std::min<Clock::duration>(remaining, std::chrono::milliseconds(100));

@@ -9,7 +9,10 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <new>
+#include <vector>
 
 namespace chorus::transport {
 
@@ -33,7 +36,12 @@ struct InprocFabric::State {
     std::deque<Message> messages;
     int event_fd = -1;
   };
-  explicit State(int n) : inboxes(static_cast<size_t>(n)) {
+  explicit State(int n) : inboxes(static_cast<size_t>(n)), board_memory(static_cast<size_t>(n)) {
+    boards.areas.resize(static_cast<size_t>(n));
+    for (size_t rank = 0; rank < board_memory.size(); ++rank) {
+      board_memory[rank].reset(new (std::align_val_t(kBoardLine)) uint8_t[kBoardAreaBytes]());
+      boards.areas[rank] = board_memory[rank].get();
+    }
     for (auto& inbox : inboxes) {
       inbox.event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
       if (inbox.event_fd < 0) fail(Status::internal, "inproc: eventfd failed: ", errno_string(errno));
@@ -48,6 +56,12 @@ struct InprocFabric::State {
   std::map<uint64_t, Region> regions;
   std::atomic<uint64_t> next_key{1};
   std::deque<Inbox> inboxes;
+  // Threads share memory as processes on one host share boards.
+  struct AlignedDelete {
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(kBoardLine)); }
+  };
+  std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> board_memory;
+  Boards boards;
 };
 
 namespace {
@@ -81,6 +95,7 @@ class InprocTransport final : public Transport {
     }
   }
   size_t max_eager_bytes() const override { return kMaxEagerBytes; }
+  const Boards* boards() const override { return &state_->boards; }
 
   void post_eager(int peer, const void* header, size_t header_bytes, const void* payload,
                   size_t payload_bytes) override {

@@ -18,7 +18,7 @@
 namespace chorus::transport::shm {
 
 constexpr uint64_t kSegmentMagic = 0x43484f5255534d31ull;  // "CHORUSM1"
-constexpr uint32_t kLayoutVersion = 2;
+constexpr uint32_t kLayoutVersion = 3;  // 3: boards after the rings
 constexpr size_t kCacheLine = 64;
 // Records start on cache lines: a small message and its header are one line,
 // so the receiver sees it with one cache miss.
@@ -73,8 +73,12 @@ inline size_t controls_offset() { return kCacheLine; }
 inline size_t rings_offset(int senders) {
   return round_up(controls_offset() + static_cast<size_t>(senders) * sizeof(RingControl), 4096);
 }
-inline size_t segment_bytes(int senders, size_t ring_bytes) {
+// The owner's board area (transports/board.hpp) follows the rings.
+inline size_t boards_offset(int senders, size_t ring_bytes) {
   return rings_offset(senders) + static_cast<size_t>(senders) * ring_bytes;
+}
+inline size_t segment_bytes(int senders, size_t ring_bytes) {
+  return boards_offset(senders, ring_bytes) + kBoardAreaBytes;
 }
 
 // The connection blob: what a peer needs to map our segment.
@@ -109,6 +113,9 @@ class Mapping {
   }
   uint8_t* ring(int sender, size_t ring_bytes) const {
     return bytes() + rings_offset(static_cast<int>(header()->senders)) + static_cast<size_t>(sender) * ring_bytes;
+  }
+  uint8_t* boards(size_t ring_bytes) const {
+    return bytes() + boards_offset(static_cast<int>(header()->senders), ring_bytes);
   }
   bool mapped() const { return base_ != nullptr; }
 

@@ -105,11 +105,19 @@ class ShmTransport final : public Transport {
       check_cross_memory_attach(state.pid, state.segment, peer);
       state.segment.header()->attached.fetch_add(1, std::memory_order_acq_rel);
     }
+    boards_.areas.resize(static_cast<size_t>(size_));
+    for (int peer = 0; peer < size_; ++peer) {
+      const Mapping& segment = peer == rank_ ? own_ : peers_[static_cast<size_t>(peer)].segment;
+      boards_.areas[static_cast<size_t>(peer)] = segment.boards(ring_bytes_);
+    }
     connected_ = true;
     stop_sharing_when_everyone_attached();
   }
 
   size_t max_eager_bytes() const override { return max_eager_; }
+
+  // The segments are zero-filled by posix_fallocate: every slot starts unused.
+  const Boards* boards() const override { return connected_ ? &boards_ : nullptr; }
 
   void post_eager(int peer, const void* header, size_t header_bytes, const void* payload,
                   size_t payload_bytes) override {
@@ -345,6 +353,7 @@ class ShmTransport final : public Transport {
   bool connected_ = false;
   bool sent_to_self_ = false;
   Mapping own_;
+  Boards boards_;  // every rank's board area in its segment, as mapped here
   std::vector<Peer> peers_;
   size_t waiting_messages_ = 0;
   std::vector<uint64_t> finished_reads_;

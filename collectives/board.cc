@@ -1,0 +1,187 @@
+// Board collectives: allreduce, broadcast, reduce and barrier of up to
+// kBoardDataBytes where every rank of the communicator maps every other's
+// memory (the shm transport; inproc in tests), without a message: each rank
+// writes its part into its own slot and reads the others' slots (the idea of
+// Open MPI's coll/sm and NCCL's LL protocol). Layout: transports/board.hpp.
+//
+// Call k of a communicator on its board (k: one more than the highest
+// sequence in this rank's own two slots) uses slot k % 2 of every rank:
+//  1. wait until every peer has written its slot of call k-1: a peer starts
+//     call k-1 only once call k-2 is complete, so it no longer reads the
+//     slot this rank is about to overwrite;
+//  2. write the payload (allreduce/reduce: this rank's contribution;
+//     broadcast: the root's data), the call digest, then k (release);
+//  3. wait for the slots of call k it needs (allreduce, barrier: every
+//     rank's; broadcast: the root's; reduce: the root every rank's, the
+//     others none), comparing each digest with its own;
+//  4. compute: reductions run in rank order 0..n-1 on every rank, so every
+//     rank gets the same bits.
+// Step 1 keeps every peer at most one call ahead, so while this rank waits
+// for call k a peer's slot k % 2 holds call k or k-2, never k+2.
+// Cost: one line written and n-1 lines read (broadcast: 1) for a payload of
+// up to 48 bytes; no system call, no request, no matching.
+//
+// Where the call cannot run on a board (payload above kBoardDataBytes, no
+// board for the communicator, a non-blocking call on a fiber), it runs the
+// message algorithm the table picks for its size: a rank's choice depends
+// only on the call, so all ranks choose alike (docs/algorithms.md, "board").
+#include "collectives/algorithms.hpp"
+#include "collectives/reduce_kernels.hpp"
+
+#include "common/error.hpp"
+
+#include <cstring>
+
+namespace chorus::coll {
+
+namespace {
+
+using transport::Boards;
+
+class BoardCall {
+ public:
+  BoardCall(Context& ctx, const Boards& boards, const char* what)
+      : ctx_(ctx), boards_(boards), context_(ctx.context_id()), what_(what) {
+    uint8_t* own0 = boards_.slot(ctx.engine_rank(ctx.rank()), context_, 0);
+    uint8_t* own1 = boards_.slot(ctx.engine_rank(ctx.rank()), context_, 1);
+    sequence_ = std::max(transport::board_sequence(own0).load(std::memory_order_relaxed),
+                         transport::board_sequence(own1).load(std::memory_order_relaxed)) +
+                1;
+  }
+
+  // Steps 1 and 2.
+  void publish(const void* payload, size_t bytes) {
+    if (sequence_ > 1) {
+      for (int rank = 0; rank < ctx_.size(); ++rank) {
+        if (rank != ctx_.rank()) await(rank, sequence_ - 1, /*exact=*/false);
+      }
+    }
+    uint8_t* own = slot(ctx_.rank(), sequence_);
+    if (bytes != 0) std::memcpy(transport::board_data(own), payload, bytes);
+    transport::board_header(own)->digest = ctx_.call_check();
+    transport::board_header(own)->bytes = static_cast<uint32_t>(bytes);
+    transport::board_sequence(own).store(sequence_, std::memory_order_release);
+  }
+
+  // Step 3 for one rank: its payload of this call, once written.
+  const uint8_t* contribution(int rank) {
+    if (rank == ctx_.rank()) return transport::board_data(slot(rank, sequence_));
+    uint8_t* peer = await(rank, sequence_, /*exact=*/true);
+    const uint32_t digest = transport::board_header(peer)->digest;
+    if (ctx_.call_check() != 0 && digest != ctx_.call_check()) {
+      fail_peer(Status::invalid_argument, ctx_.engine_rank(rank), "rank ", rank, " made a different call in ", what_,
+                " #", sequence_, " on the shared-memory board (another collective, count, datatype, op or root)");
+    }
+    return transport::board_data(peer);
+  }
+
+ private:
+  uint8_t* slot(int rank, uint64_t sequence) const { return boards_.slot(ctx_.engine_rank(rank), context_, sequence); }
+
+  // Until `rank`'s slot for `sequence` holds it (exact) or a later call.
+  uint8_t* await(int rank, uint64_t sequence, bool exact) {
+    uint8_t* peer = slot(rank, sequence);
+    auto written = [peer, sequence, exact] {
+      const uint64_t seen = transport::board_sequence(peer).load(std::memory_order_acquire);
+      return exact ? seen == sequence : seen >= sequence;
+    };
+    if (written()) return peer;
+    p2p::Engine& engine = ctx_.engine();
+    engine.wait_until(
+        [&] {
+          if (written()) return true;
+          if (engine.unexpected_count() != 0) check_no_message_of_this_call();
+          return false;
+        },
+        [&] {
+          return p2p::Waiting{ctx_.engine_rank(rank), concat("rank ", rank, " on the shared-memory board (", what_,
+                                                              " #", sequence, " on context ", context_, ")")};
+        });
+    return peer;
+  }
+
+  // A peer that runs this call with messages (its count crossed the board's
+  // limit where ours did not, or it called the non-blocking collective)
+  // would otherwise wait for ours forever: it gets an answer whose digest
+  // differs from this call's (it may have the same: a non-blocking call
+  // picks the board too, then runs by messages on its fiber), so its
+  // engine refuses it naming us rather than taking it for data; and we
+  // fail naming it.
+  void check_no_message_of_this_call() {
+    const p2p::Tag call = ctx_.call().base();
+    auto stray = ctx_.engine().find_unexpected(
+        [call](int, p2p::Tag tag) { return (tag & p2p::CallTag::kCallMask) == call; });
+    if (!stray) return;
+    const auto [source, tag] = *stray;
+    ctx_.engine().isend(source, tag, nullptr, 0, ctx_.call_check() ^ 0x80000000u);  // reaped when the communicator fails
+    int rank = 0;
+    while (rank < ctx_.size() && ctx_.engine_rank(rank) != source) ++rank;
+    fail_peer(Status::invalid_argument, source, "received from rank ", rank,
+              " a message of a collective call with other arguments (", p2p::CallTag::describe(tag), ") while "
+              "running ", what_, " on the shared-memory board: the ranks disagree on the collective, count, datatype, "
+              "reduction op, root or algorithm, or that rank called the non-blocking collective where this one "
+              "called the blocking one");
+  }
+
+  Context& ctx_;
+  const Boards& boards_;
+  uint32_t context_;
+  const char* what_;
+  uint64_t sequence_ = 0;
+};
+
+// The board for this call, or nullptr: run the table's algorithm instead.
+const Boards* board_for(Context& ctx, size_t bytes) {
+  return bytes <= transport::kBoardDataBytes ? ctx.boards() : nullptr;
+}
+
+void run_by_messages(Collective op, size_t bytes, Context& ctx, const Args& args) {
+  select(op, bytes, ctx.size()).run(ctx, args);
+}
+
+}  // namespace
+
+void allreduce_board(Context& ctx, const Args& args) {
+  const size_t bytes = args.count * datatype_size(args.dtype);
+  const Boards* boards = board_for(ctx, bytes);
+  if (boards == nullptr) return run_by_messages(Collective::allreduce, bytes, ctx, args);
+  BoardCall call(ctx, *boards, "allreduce");
+  call.publish(args.send, bytes);
+  std::memcpy(args.recv, call.contribution(0), bytes);
+  for (int rank = 1; rank < ctx.size(); ++rank) {
+    reduce_inplace(args.recv, call.contribution(rank), args.count, args.dtype, args.op);
+  }
+}
+
+void reduce_board(Context& ctx, const Args& args) {
+  const size_t bytes = args.count * datatype_size(args.dtype);
+  const Boards* boards = board_for(ctx, bytes);
+  if (boards == nullptr) return run_by_messages(Collective::reduce, bytes, ctx, args);
+  BoardCall call(ctx, *boards, "reduce");
+  call.publish(args.send, bytes);
+  if (ctx.rank() != args.root) return;
+  std::memcpy(args.recv, call.contribution(0), bytes);
+  for (int rank = 1; rank < ctx.size(); ++rank) {
+    reduce_inplace(args.recv, call.contribution(rank), args.count, args.dtype, args.op);
+  }
+}
+
+void broadcast_board(Context& ctx, const Args& args) {
+  const size_t bytes = args.count * datatype_size(args.dtype);
+  const Boards* boards = board_for(ctx, bytes);
+  if (boards == nullptr) return run_by_messages(Collective::broadcast, bytes, ctx, args);
+  BoardCall call(ctx, *boards, "broadcast");
+  const bool root = ctx.rank() == args.root;
+  call.publish(args.recv, root ? bytes : 0);
+  if (!root) std::memcpy(args.recv, call.contribution(args.root), bytes);
+}
+
+void barrier_board(Context& ctx, const Args&) {
+  const Boards* boards = board_for(ctx, 0);
+  if (boards == nullptr) return run_by_messages(Collective::barrier, 0, ctx, {});
+  BoardCall call(ctx, *boards, "barrier");
+  call.publish(nullptr, 0);
+  for (int rank = 0; rank < ctx.size(); ++rank) call.contribution(rank);
+}
+
+}  // namespace chorus::coll

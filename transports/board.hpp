@@ -1,0 +1,51 @@
+// Boards: memory every rank of a job can read and each rank writes its own
+// part of, for small collectives without messages where all ranks share a
+// host (collectives/board.cc has the protocol; docs/algorithms.md "board").
+//
+// Each rank owns, per communicator context below kBoardContexts, two slots
+// used alternately by its consecutive board calls on that communicator (the
+// call's board sequence picks the slot by parity). A slot is a header and up
+// to kBoardDataBytes of payload; the header's `sequence` is stored last,
+// with release, and sits in the payload's first cache line, so a reader
+// that sees the sequence of the call it waits for sees a payload of up to
+// 48 bytes with that one line.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace chorus::transport {
+
+inline constexpr uint32_t kBoardContexts = 8;     // communicators with a lower context id get a board
+inline constexpr size_t kBoardDataBytes = 2048;   // payload a slot holds
+inline constexpr size_t kBoardLine = 64;
+
+struct BoardSlotHeader {
+  uint64_t sequence;  // the board call that last wrote the slot (0: none yet); stored last
+  uint32_t digest;    // the call's digest: readers compare it with their own
+  uint32_t bytes;     // payload bytes
+};
+static_assert(sizeof(BoardSlotHeader) == 16);
+
+inline constexpr size_t kBoardSlotBytes = (sizeof(BoardSlotHeader) + kBoardDataBytes + kBoardLine - 1) / kBoardLine * kBoardLine;
+// One rank's slots for every context.
+inline constexpr size_t kBoardAreaBytes = kBoardContexts * 2 * kBoardSlotBytes;
+
+inline std::atomic_ref<uint64_t> board_sequence(uint8_t* slot) {
+  return std::atomic_ref<uint64_t>(reinterpret_cast<BoardSlotHeader*>(slot)->sequence);
+}
+inline BoardSlotHeader* board_header(uint8_t* slot) { return reinterpret_cast<BoardSlotHeader*>(slot); }
+inline uint8_t* board_data(uint8_t* slot) { return slot + sizeof(BoardSlotHeader); }
+
+// Every rank's board area as this process maps it (index: transport rank),
+// each kBoardAreaBytes long, zeroed before the first call, aligned to a line.
+struct Boards {
+  std::vector<uint8_t*> areas;
+  uint8_t* slot(int rank, uint32_t context, uint64_t sequence) const {
+    return areas[static_cast<size_t>(rank)] + (static_cast<size_t>(context) * 2 + (sequence & 1)) * kBoardSlotBytes;
+  }
+};
+
+}  // namespace chorus::transport
