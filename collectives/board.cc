@@ -49,11 +49,21 @@ class BoardCall {
                 1;
   }
 
-  // Steps 1 and 2.
+  // Steps 1 and 2. Step 1 also compares the digests of the previous call,
+  // which holds the slots it waits for at exactly that call: a rank that
+  // read nothing then (a broadcast root, a reduce non-root) learns of a
+  // disagreement now, one board call late.
   void publish(const void* payload, size_t bytes) {
     if (sequence_ > 1) {
+      const uint32_t previous = transport::board_header(slot(ctx_.rank(), sequence_ - 1))->digest;
       for (int rank = 0; rank < ctx_.size(); ++rank) {
-        if (rank != ctx_.rank()) await(rank, sequence_ - 1, /*exact=*/false);
+        if (rank == ctx_.rank()) continue;
+        const uint32_t digest = transport::board_header(await(rank, sequence_ - 1, /*exact=*/false))->digest;
+        if (previous != 0 && digest != previous) {
+          fail_peer(Status::invalid_argument, ctx_.engine_rank(rank), "rank ", rank,
+                    " made a different call in the previous call on the shared-memory board (#", sequence_ - 1,
+                    ": another collective, count, datatype, op or root); found at the next one, ", what_);
+        }
       }
     }
     uint8_t* own = slot(ctx_.rank(), sequence_);

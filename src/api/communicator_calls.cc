@@ -130,7 +130,8 @@ const coll::Algorithm& CommunicatorImpl::choose(Collective op, size_t bytes) con
   const coll::Algorithm* forced = forced_[static_cast<size_t>(op)];
   if (forced != nullptr) return *forced;
   // Where the ranks share memory, small calls run on the board (board.cc).
-  if (bytes <= session_->settings.board_bytes && context_id_ < transport::kBoardContexts &&
+  if (session_->settings.board_bytes != 0 && bytes <= session_->settings.board_bytes &&
+      context_id_ < transport::kBoardContexts &&
       session_->transport->boards() != nullptr) {
     static const std::array<const coll::Algorithm*, kNumCollectives> boards = [] {
       std::array<const coll::Algorithm*, kNumCollectives> table{};

@@ -69,6 +69,13 @@ const std::map<std::string, std::function<void(Communicator&, bool odd)>>& cases
   static const std::map<std::string, std::function<void(Communicator&, bool)>> table = {
       {"count", [](Communicator& c, bool odd) { allreduce_ints(c, odd ? kCount + 1 : kCount); }},
       {"zero_count", [](Communicator& c, bool odd) { allreduce_ints(c, odd ? 0 : kCount); }},
+      // On shm, 8 elements run on the board and kCount by messages.
+      {"board_count", [](Communicator& c, bool odd) { allreduce_ints(c, odd ? 8 : kCount); }},
+      {"board_op", [](Communicator& c, bool odd) { allreduce_ints(c, 8, DataType::int32, odd ? ReduceOp::max : ReduceOp::sum); }},
+      {"board_root", [](Communicator& c, bool odd) {
+         std::vector<int32_t> data(8, 7);
+         c.broadcast(data.data(), 8, DataType::int32, odd ? 1 : 0);
+       }},
       {"dtype", [](Communicator& c, bool odd) { allreduce_ints(c, kCount, odd ? DataType::float32 : DataType::int32); }},
       {"op", [](Communicator& c, bool odd) { allreduce_ints(c, kCount, DataType::int32, odd ? ReduceOp::max : ReduceOp::sum); }},
       {"root", [](Communicator& c, bool odd) {
@@ -101,6 +108,9 @@ void usage(FILE* out) {
                "Every rank makes one collective call; rank %d makes it wrongly:\n"
                "  count       allreduce with one element more\n"
                "  zero_count  allreduce with count 0\n"
+               "  board_count allreduce of 8 elements (the shm board) where the others pass 1024 (messages)\n"
+               "  board_op    allreduce of 8 elements with max where the others use sum (all on the shm board)\n"
+               "  board_root  broadcast of 8 elements from root 1 where the others use root 0 (shm board)\n"
                "  dtype       allreduce of float32 where the others use int32\n"
                "  op          allreduce with max where the others use sum\n"
                "  root        broadcast from root 1 where the others use root 0\n"
