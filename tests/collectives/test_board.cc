@@ -173,3 +173,30 @@ TEST(Board, ARankRunningTheCallByMessagesIsNamed) {
 }
 
 }  // namespace
+
+namespace {
+
+// A rank that never comes: the board wait ends at the timeout naming it
+// (a rank that died is named sooner, by the failure probe, as in every wait).
+TEST(Board, AWaitForAnAbsentRankTimesOutNamingIt) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::string> errors = errors_of(
+      2,
+      [](p2p::Engine& engine, int rank) {
+        if (rank == 1) return;
+        const std::vector<int> ranks = identity(2);
+        coll::Scratch scratch;
+        coll::Tuning tuning;
+        coll::Context ctx(engine, ranks, rank, p2p::CallTag::collective(0, 1), scratch, tuning, 5);
+        board(Collective::barrier).run(ctx, coll::Args{});
+      },
+      std::chrono::milliseconds(300));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_NE(errors[0].find("timed out after 0.3 s (CHORUS_TIMEOUT) waiting for rank 1 on the shared-memory board "
+                           "(barrier #1 on context 0)"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_EQ(errors[1], "");
+}
+
+}  // namespace
