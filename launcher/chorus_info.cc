@@ -186,7 +186,10 @@ void print_algorithms() {
     for (const auto* algorithm : chorus::coll::algorithms(op)) names += " " + std::string(algorithm->name);
     std::printf("  %-15s%s\n", std::string(chorus::to_string(op)).c_str(), names.c_str());
   }
-  std::printf("\nSelection table:\n%s", chorus::coll::describe_selection_table().c_str());
+  std::printf("\nSelection table:\n"
+              "  (first: where every rank of the communicator shares memory (shm), allreduce, broadcast,\n"
+              "  reduce and barrier of up to CHORUS_BOARD_BYTES run on the board; docs/algorithms.md)\n%s",
+              chorus::coll::describe_selection_table().c_str());
 }
 
 // Checks the environment as Communicator::init() would, without joining a
