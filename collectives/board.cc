@@ -89,25 +89,53 @@ class BoardCall {
   uint8_t* slot(int rank, uint64_t sequence) const { return boards_.slot(ctx_.engine_rank(rank), context_, sequence); }
 
   // Until `rank`'s slot for `sequence` holds it (exact) or a later call.
+  // A peer usually gets there within a microsecond: a short spin first
+  // (not with more ranks than cores, where the peer may need this core),
+  // then the engine's wait, which also progresses everything else.
   uint8_t* await(int rank, uint64_t sequence, bool exact) {
-    uint8_t* peer = slot(rank, sequence);
-    auto written = [peer, sequence, exact] {
-      const uint64_t seen = transport::board_sequence(peer).load(std::memory_order_acquire);
-      return exact ? seen == sequence : seen >= sequence;
-    };
-    if (written()) return peer;
+    Awaited awaited{slot(rank, sequence), sequence, exact, rank, this};
+    if (awaited.written()) return awaited.slot;
     p2p::Engine& engine = ctx_.engine();
-    engine.wait_until(
-        [&] {
-          if (written()) return true;
-          if (engine.unexpected_count() != 0) check_no_message_of_this_call();
-          return false;
-        },
-        [&] {
-          return p2p::Waiting{ctx_.engine_rank(rank), concat("rank ", rank, " on the shared-memory board (", what_,
-                                                              " #", sequence, " on context ", context_, ")")};
-        });
-    return peer;
+    if (!engine.oversubscribed()) {
+      for (int spin = 0; spin < kSpinsBeforeWait; ++spin) {
+        cpu_relax();
+        if (awaited.written()) return awaited.slot;
+      }
+    }
+    // The callables capture one pointer: std::function keeps them inline.
+    const Awaited* state = &awaited;
+    engine.wait_until([state] { return state->written() || state->call->stray_message(); },
+                      [state] { return state->call->waiting_for(state->rank, state->sequence); });
+    return awaited.slot;
+  }
+
+  struct Awaited {
+    uint8_t* slot;
+    uint64_t sequence;
+    bool exact;
+    int rank;
+    BoardCall* call;
+    bool written() const {
+      const uint64_t seen = transport::board_sequence(slot).load(std::memory_order_acquire);
+      return exact ? seen == sequence : seen >= sequence;
+    }
+  };
+  static constexpr int kSpinsBeforeWait = 2000;  // a few microseconds
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
+  bool stray_message() {
+    if (ctx_.engine().unexpected_count() != 0) check_no_message_of_this_call();
+    return false;
+  }
+  p2p::Waiting waiting_for(int rank, uint64_t sequence) const {
+    return p2p::Waiting{ctx_.engine_rank(rank), concat("rank ", rank, " on the shared-memory board (", what_, " #",
+                                                        sequence, " on context ", context_, ")")};
   }
 
   // A peer that runs this call with messages (its count crossed the board's

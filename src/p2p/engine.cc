@@ -318,6 +318,7 @@ std::optional<Completion> Engine::probe(int peer, Tag tag, Tag tag_mask) { retur
 void Engine::progress_until(const Request& request, const std::function<bool()>& stop) {
   impl_->progress_until(request, stop);
 }
+bool Engine::oversubscribed() const { return impl_->oversubscribed(); }
 void Engine::wait_until(const std::function<bool()>& done, const std::function<Waiting()>& waiting_for) {
   impl_->wait_until(done, waiting_for);
 }

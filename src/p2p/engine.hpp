@@ -123,6 +123,8 @@ class Engine {
   // `stop()` returns true. Throws as wait() does on a timeout or a failure
   // the probe reports; does not reap the request.
   void progress_until(const Request& request, const std::function<bool()>& stop);
+  // More local ranks than cores: a waiter should give its core away at once.
+  bool oversubscribed() const;
   // Progresses as progress_until does until `done()` is true, for what
   // arrives by memory, not by the transport (the shm boards): it yields
   // when idle and never sleeps on the transport's fd. `waiting_for` is

@@ -114,6 +114,7 @@ class Engine::Impl final : public transport::Sink {
   void flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept;
 
   int progress() { return poll_transport(); }
+  bool oversubscribed() const { return oversubscribed_; }
   void set_failure_probe(std::function<std::optional<Error>()> probe) { failure_probe_ = std::move(probe); }
   std::optional<Error> probe_failure() { return failure_probe_ ? failure_probe_() : std::nullopt; }
   void set_progress_hook(std::function<int()> hook) { progress_hook_ = std::move(hook); }
