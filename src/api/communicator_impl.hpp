@@ -248,7 +248,7 @@ class CommunicatorImpl::CallScope {
            "reorder: give each thread its own communicator with dup())");
     }
   }
-  ~CallScope() { comm_.active_call_.store(nullptr); }
+  ~CallScope() { comm_.active_call_.store(nullptr, std::memory_order_release); }
   CallScope(const CallScope&) = delete;
   CallScope& operator=(const CallScope&) = delete;
 

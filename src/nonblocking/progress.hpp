@@ -45,6 +45,11 @@ class DriverMutex {
   // lock is usually free within a microsecond. Sleeping on the futex instead
   // costs a wakeup through the scheduler (tens of microseconds in a VM).
   void lock() {
+    // Free (the common case): take it without announcing a waiter.
+    if (mutex_.try_lock()) {
+      count_application_lock();
+      return;
+    }
     waiting_.fetch_add(1, std::memory_order_relaxed);
     for (int spin = 0; spin < kSpinsBeforeSleep; ++spin) {
       if (mutex_.try_lock()) {
