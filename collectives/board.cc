@@ -4,8 +4,8 @@
 // writes its part into its own slot and reads the others' slots (the idea of
 // Open MPI's coll/sm and NCCL's LL protocol). Layout: transports/board.hpp.
 //
-// Call k of a communicator on its board (k: one more than the highest
-// sequence in this rank's own two slots) uses slot k % 2 of every rank:
+// Call k of a communicator on its board (k: one more than this rank's last,
+// which it keeps in private memory) uses slot k % 2 of every rank:
 //  1. wait until every peer has written its slot of call k-1: a peer starts
 //     call k-1 only once call k-2 is complete, so it no longer reads the
 //     slot this rank is about to overwrite;
@@ -40,14 +40,9 @@ using transport::Boards;
 
 class BoardCall {
  public:
-  BoardCall(Context& ctx, const Boards& boards, const char* what)
-      : ctx_(ctx), boards_(boards), context_(ctx.context_id()), what_(what) {
-    uint8_t* own0 = boards_.slot(ctx.engine_rank(ctx.rank()), context_, 0);
-    uint8_t* own1 = boards_.slot(ctx.engine_rank(ctx.rank()), context_, 1);
-    sequence_ = std::max(transport::board_sequence(own0).load(std::memory_order_relaxed),
-                         transport::board_sequence(own1).load(std::memory_order_relaxed)) +
-                1;
-  }
+  BoardCall(Context& ctx, Boards& boards, const char* what)
+      : ctx_(ctx), boards_(boards), context_(ctx.context_id()), what_(what),
+        sequence_(boards.last_sequence[context_] + 1) {}
 
   // Steps 1 and 2. Step 1 also compares the digests of the previous call,
   // which holds the slots it waits for at exactly that call: a rank that
@@ -55,7 +50,7 @@ class BoardCall {
   // disagreement now, one board call late.
   void publish(const void* payload, size_t bytes) {
     if (sequence_ > 1) {
-      const uint32_t previous = transport::board_header(slot(ctx_.rank(), sequence_ - 1))->digest;
+      const uint32_t previous = boards_.last_digest[context_];
       for (int rank = 0; rank < ctx_.size(); ++rank) {
         if (rank == ctx_.rank()) continue;
         const uint32_t digest = transport::board_header(await(rank, sequence_ - 1, /*exact=*/false))->digest;
@@ -71,6 +66,8 @@ class BoardCall {
     transport::board_header(own)->digest = ctx_.call_check();
     transport::board_header(own)->bytes = static_cast<uint32_t>(bytes);
     transport::board_sequence(own).store(sequence_, std::memory_order_release);
+    boards_.last_sequence[context_] = sequence_;
+    boards_.last_digest[context_] = ctx_.call_check();
   }
 
   // Step 3 for one rank: its payload of this call, once written.
@@ -162,14 +159,14 @@ class BoardCall {
   }
 
   Context& ctx_;
-  const Boards& boards_;
+  Boards& boards_;
   uint32_t context_;
   const char* what_;
   uint64_t sequence_ = 0;
 };
 
 // The board for this call, or nullptr: run the table's algorithm instead.
-const Boards* board_for(Context& ctx, size_t bytes) {
+Boards* board_for(Context& ctx, size_t bytes) {
   return bytes <= transport::kBoardDataBytes ? ctx.boards() : nullptr;
 }
 
@@ -181,7 +178,7 @@ void run_by_messages(Collective op, size_t bytes, Context& ctx, const Args& args
 
 void allreduce_board(Context& ctx, const Args& args) {
   const size_t bytes = args.count * datatype_size(args.dtype);
-  const Boards* boards = board_for(ctx, bytes);
+  Boards* boards = board_for(ctx, bytes);
   if (boards == nullptr) return run_by_messages(Collective::allreduce, bytes, ctx, args);
   BoardCall call(ctx, *boards, "allreduce");
   call.publish(args.send, bytes);
@@ -193,7 +190,7 @@ void allreduce_board(Context& ctx, const Args& args) {
 
 void reduce_board(Context& ctx, const Args& args) {
   const size_t bytes = args.count * datatype_size(args.dtype);
-  const Boards* boards = board_for(ctx, bytes);
+  Boards* boards = board_for(ctx, bytes);
   if (boards == nullptr) return run_by_messages(Collective::reduce, bytes, ctx, args);
   BoardCall call(ctx, *boards, "reduce");
   call.publish(args.send, bytes);
@@ -206,7 +203,7 @@ void reduce_board(Context& ctx, const Args& args) {
 
 void broadcast_board(Context& ctx, const Args& args) {
   const size_t bytes = args.count * datatype_size(args.dtype);
-  const Boards* boards = board_for(ctx, bytes);
+  Boards* boards = board_for(ctx, bytes);
   if (boards == nullptr) return run_by_messages(Collective::broadcast, bytes, ctx, args);
   BoardCall call(ctx, *boards, "broadcast");
   const bool root = ctx.rank() == args.root;
@@ -215,7 +212,7 @@ void broadcast_board(Context& ctx, const Args& args) {
 }
 
 void barrier_board(Context& ctx, const Args&) {
-  const Boards* boards = board_for(ctx, 0);
+  Boards* boards = board_for(ctx, 0);
   if (boards == nullptr) return run_by_messages(Collective::barrier, 0, ctx, {});
   BoardCall call(ctx, *boards, "barrier");
   call.publish(nullptr, 0);

@@ -124,7 +124,7 @@ class Context {
   // nullptr where its ranks share no memory, its context has no board, or
   // the call runs on a fiber (a board call waits where it is issued, in
   // call order, which concurrent non-blocking calls cannot promise).
-  const transport::Boards* boards() const {
+  transport::Boards* boards() const {
     if (suspender_ != nullptr || p2p::CallTag::context_of(call_.base()) >= transport::kBoardContexts) return nullptr;
     return engine_.transport().boards();
   }

@@ -11,6 +11,7 @@
 // 48 bytes with that one line.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -43,6 +44,11 @@ inline uint8_t* board_data(uint8_t* slot) { return slot + sizeof(BoardSlotHeader
 // each kBoardAreaBytes long, zeroed before the first call, aligned to a line.
 struct Boards {
   std::vector<uint8_t*> areas;
+  // This process' own record per context, in private memory: reading it
+  // back from its slots would miss whenever a peer's read had taken the
+  // line (a line read by another core often moves there whole).
+  std::array<uint64_t, kBoardContexts> last_sequence{};  // the last board call made
+  std::array<uint32_t, kBoardContexts> last_digest{};    // its digest
   uint8_t* slot(int rank, uint32_t context, uint64_t sequence) const {
     return areas[static_cast<size_t>(rank)] + (static_cast<size_t>(context) * 2 + (sequence & 1)) * kBoardSlotBytes;
   }

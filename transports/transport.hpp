@@ -168,7 +168,7 @@ class Transport {
   // Where every rank maps every other rank's memory (shm, inproc): their
   // boards for message-less small collectives (transports/board.hpp), valid
   // after connect(). nullptr elsewhere.
-  virtual const Boards* boards() const { return nullptr; }
+  virtual Boards* boards() { return nullptr; }
 
   // This transport's memory now (after connect()). Zero where not counted.
   virtual MemoryUse memory_use() const { return {}; }

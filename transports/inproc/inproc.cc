@@ -81,7 +81,9 @@ class InprocRegion final : public MemoryRegion {
 
 class InprocTransport final : public Transport {
  public:
-  InprocTransport(std::shared_ptr<InprocFabric::State> state, int rank) : state_(std::move(state)), rank_(rank) {}
+  InprocTransport(std::shared_ptr<InprocFabric::State> state, int rank) : state_(std::move(state)), rank_(rank) {
+    boards_.areas = state_->boards.areas;
+  }
 
   std::string name() const override { return "inproc"; }
   Blob address() override {
@@ -95,7 +97,8 @@ class InprocTransport final : public Transport {
     }
   }
   size_t max_eager_bytes() const override { return kMaxEagerBytes; }
-  const Boards* boards() const override { return &state_->boards; }
+  // Each rank its own record (Boards::last_*), the areas shared.
+  Boards* boards() override { return &boards_; }
 
   void post_eager(int peer, const void* header, size_t header_bytes, const void* payload,
                   size_t payload_bytes) override {
@@ -199,6 +202,7 @@ class InprocTransport final : public Transport {
   };
   std::shared_ptr<InprocFabric::State> state_;
   int rank_;
+  Boards boards_;
   std::deque<ReadCompletion> completions_;
 };
 

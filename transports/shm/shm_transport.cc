@@ -117,7 +117,7 @@ class ShmTransport final : public Transport {
   size_t max_eager_bytes() const override { return max_eager_; }
 
   // The segments are zero-filled by posix_fallocate: every slot starts unused.
-  const Boards* boards() const override { return connected_ ? &boards_ : nullptr; }
+  Boards* boards() override { return connected_ ? &boards_ : nullptr; }
 
   void post_eager(int peer, const void* header, size_t header_bytes, const void* payload,
                   size_t payload_bytes) override {
