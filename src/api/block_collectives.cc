@@ -64,15 +64,6 @@ void check_buffer(std::string_view op, const void* buffer, std::string_view role
 
 }  // namespace
 
-std::optional<uint64_t> agreed_count(Collective op, const coll::Args& args) {
-  switch (op) {
-    case Collective::gatherv:
-    case Collective::scatterv:
-    case Collective::alltoallv: return std::nullopt;
-    case Collective::allgatherv: return total(args.recv_counts);
-    default: return args.count;
-  }
-}
 
 size_t block_collective_elements(Collective op, const coll::Args& args, int size) {
   switch (op) {

@@ -17,7 +17,21 @@ inline bool is_block_collective(Collective op) { return op >= Collective::gather
 // The element count every rank passes alike: `count`, or for allgatherv the
 // sum of recv_counts; nullopt where counts are per rank (gatherv, scatterv,
 // alltoallv: only the pairs of ranks agree). Goes into the call check.
-std::optional<uint64_t> agreed_count(Collective op, const coll::Args& args);
+// Inline: every call's digest asks, and an out-of-line optional return cost
+// a store-forwarding stall per call.
+inline std::optional<uint64_t> agreed_count(Collective op, const coll::Args& args) {
+  switch (op) {
+    case Collective::gatherv:
+    case Collective::scatterv:
+    case Collective::alltoallv: return std::nullopt;
+    case Collective::allgatherv: {
+      uint64_t sum = 0;
+      for (size_t count : args.recv_counts) sum += count;
+      return sum;
+    }
+    default: return args.count;
+  }
+}
 
 // Elements the selection table sees (every rank computes the same value).
 size_t block_collective_elements(Collective op, const coll::Args& args, int size);
