@@ -176,29 +176,29 @@ void run_by_messages(Collective op, size_t bytes, Context& ctx, const Args& args
 
 }  // namespace
 
-void allreduce_board(Context& ctx, const Args& args) {
+namespace {
+
+// allreduce (every rank keeps the result) and reduce (the root alone): every
+// rank publishes its contribution; the keepers reduce all in rank order.
+void reduce_on_board(Collective op, Context& ctx, const Args& args, bool keeps_result) {
   const size_t bytes = args.count * datatype_size(args.dtype);
   Boards* boards = board_for(ctx, bytes);
-  if (boards == nullptr) return run_by_messages(Collective::allreduce, bytes, ctx, args);
-  BoardCall call(ctx, *boards, "allreduce");
+  if (boards == nullptr) return run_by_messages(op, bytes, ctx, args);
+  BoardCall call(ctx, *boards, to_string(op).data());
   call.publish(args.send, bytes);
+  if (!keeps_result) return;
   std::memcpy(args.recv, call.contribution(0), bytes);
   for (int rank = 1; rank < ctx.size(); ++rank) {
     reduce_inplace(args.recv, call.contribution(rank), args.count, args.dtype, args.op);
   }
 }
 
+}  // namespace
+
+void allreduce_board(Context& ctx, const Args& args) { reduce_on_board(Collective::allreduce, ctx, args, true); }
+
 void reduce_board(Context& ctx, const Args& args) {
-  const size_t bytes = args.count * datatype_size(args.dtype);
-  Boards* boards = board_for(ctx, bytes);
-  if (boards == nullptr) return run_by_messages(Collective::reduce, bytes, ctx, args);
-  BoardCall call(ctx, *boards, "reduce");
-  call.publish(args.send, bytes);
-  if (ctx.rank() != args.root) return;
-  std::memcpy(args.recv, call.contribution(0), bytes);
-  for (int rank = 1; rank < ctx.size(); ++rank) {
-    reduce_inplace(args.recv, call.contribution(rank), args.count, args.dtype, args.op);
-  }
+  reduce_on_board(Collective::reduce, ctx, args, ctx.rank() == args.root);
 }
 
 void broadcast_board(Context& ctx, const Args& args) {
