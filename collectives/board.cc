@@ -180,6 +180,14 @@ namespace {
 
 // allreduce (every rank keeps the result) and reduce (the root alone): every
 // rank publishes its contribution; the keepers reduce all in rank order.
+// Called last by every board call that read a peer's slot: what that peer
+// sent this rank before writing its slot is in the rings by now (its ring
+// records precede its slot's release store), but nothing polled them; one
+// poll hands them to the engine, so the communicator's check after the call
+// finds a message the ranks' disagreement left behind in this call, not
+// never (a board call whose peers were all there polls nothing otherwise).
+void deliver_what_peers_sent(Context& ctx) { ctx.engine().progress(); }
+
 void reduce_on_board(Collective op, Context& ctx, const Args& args, bool keeps_result) {
   const size_t bytes = args.count * datatype_size(args.dtype);
   Boards* boards = board_for(ctx, bytes);
@@ -191,6 +199,7 @@ void reduce_on_board(Collective op, Context& ctx, const Args& args, bool keeps_r
   for (int rank = 1; rank < ctx.size(); ++rank) {
     reduce_inplace(args.recv, call.contribution(rank), args.count, args.dtype, args.op);
   }
+  deliver_what_peers_sent(ctx);
 }
 
 }  // namespace
@@ -208,7 +217,9 @@ void broadcast_board(Context& ctx, const Args& args) {
   BoardCall call(ctx, *boards, "broadcast");
   const bool root = ctx.rank() == args.root;
   call.publish(args.recv, root ? bytes : 0);
-  if (!root) std::memcpy(args.recv, call.contribution(args.root), bytes);
+  if (root) return;
+  std::memcpy(args.recv, call.contribution(args.root), bytes);
+  deliver_what_peers_sent(ctx);
 }
 
 void barrier_board(Context& ctx, const Args&) {
@@ -217,6 +228,7 @@ void barrier_board(Context& ctx, const Args&) {
   BoardCall call(ctx, *boards, "barrier");
   call.publish(nullptr, 0);
   for (int rank = 0; rank < ctx.size(); ++rank) call.contribution(rank);
+  deliver_what_peers_sent(ctx);
 }
 
 }  // namespace chorus::coll

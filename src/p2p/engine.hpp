@@ -52,8 +52,8 @@ struct Counters {
 };
 
 // What a wait_until() waits for, for its errors: the peer it depends on
-// (-1: none in particular) and a phrase ("rank 2's slot of allreduce #7 on
-// the shared-memory board").
+// (-1: none in particular) and a phrase ("rank 2 on the shared-memory board
+// (allreduce #7 on context 0)").
 struct Waiting {
   int peer = -1;
   std::string what;

@@ -145,7 +145,13 @@ int main(int argc, char** argv) {
   try {
     if (name == "threads") return overlapping_threads(comm);
     cases().at(name)(comm, rank == kOddRank);
-    comm.barrier();  // a rank that saw nothing wrong still notices the others failing
+    // A rank that saw nothing wrong still notices the others failing. Two
+    // barriers: on shm the first may complete on every rank before the one
+    // that finds the disagreement has found it (it finds it at the end of
+    // that barrier, after the others' slots; docs/algorithms.md "board");
+    // the second then needs that rank, which has left.
+    comm.barrier();
+    comm.barrier();
   } catch (const chorus::Error& e) {
     std::printf("rank %d: error: %s\n", rank, e.what());
     std::fflush(stdout);
