@@ -7,13 +7,9 @@
 #include "api/communicator_impl.hpp"
 #include "common/error.hpp"
 
-#include <numeric>
-
 namespace chorus {
 
 namespace {
-
-size_t total(std::span<const size_t> counts) { return std::accumulate(counts.begin(), counts.end(), size_t{0}); }
 
 std::vector<size_t> packed_displacements(std::span<const size_t> counts) {
   std::vector<size_t> displs(counts.size());
@@ -71,7 +67,7 @@ size_t block_collective_elements(Collective op, const coll::Args& args, int size
     case Collective::scatter: return args.count * static_cast<size_t>(size);
     case Collective::scan:
     case Collective::exscan: return args.count;
-    case Collective::allgatherv: return total(args.recv_counts);
+    case Collective::allgatherv: return total_count(args.recv_counts);
     default: return 0;  // per-rank counts: no size every rank agrees on (one algorithm each)
   }
 }
@@ -99,28 +95,28 @@ void validate_block_collective(Collective op, const coll::Args& args, int rank, 
       if (!root) return;  // the counts are the root's alone
       check_layout(name, "recv", args.recv_counts, args.recv_displs, es, size);
       check_own_block(name, "recv", args.count, args.recv_counts, rank);
-      check_buffer(name, args.recv, "receive", total(args.recv_counts));
+      check_buffer(name, args.recv, "receive", total_count(args.recv_counts));
       return;
     case Collective::scatterv:
       check_buffer(name, args.recv, "receive", args.count);
       if (!root) return;
       check_layout(name, "send", args.send_counts, args.send_displs, es, size);
       check_own_block(name, "send", args.count, args.send_counts, rank);
-      check_buffer(name, args.send, "send", total(args.send_counts));
+      check_buffer(name, args.send, "send", total_count(args.send_counts));
       return;
     case Collective::allgatherv:
       check_layout(name, "recv", args.recv_counts, args.recv_displs, es, size);
       check_own_block(name, "recv", args.count, args.recv_counts, rank);
       check_buffer(name, args.send, "send", args.count);
-      check_buffer(name, args.recv, "receive", total(args.recv_counts));
+      check_buffer(name, args.recv, "receive", total_count(args.recv_counts));
       return;
     case Collective::alltoallv:
       check_layout(name, "recv", args.recv_counts, args.recv_displs, es, size);
-      check_buffer(name, args.recv, "receive", total(args.recv_counts));
+      check_buffer(name, args.recv, "receive", total_count(args.recv_counts));
       if (args.send == args.recv) return;  // in place: the receive layout is the send layout
       check_layout(name, "send", args.send_counts, args.send_displs, es, size);
       check_own_block(name, "recv", args.send_counts[static_cast<size_t>(rank)], args.recv_counts, rank);
-      check_buffer(name, args.send, "send", total(args.send_counts));
+      check_buffer(name, args.send, "send", total_count(args.send_counts));
       return;
     default:
       fail(Status::internal, name, " is not a block collective");

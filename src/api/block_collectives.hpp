@@ -6,13 +6,20 @@
 
 #include "collectives/collectives.hpp"
 
+#include <numeric>
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace chorus {
 
 // gather .. exscan (the collectives after alltoall in the enum).
 inline bool is_block_collective(Collective op) { return op >= Collective::gather && op <= Collective::exscan; }
+
+// The sum of per-rank counts (wraps only where validation rejects it).
+inline size_t total_count(std::span<const size_t> counts) {
+  return std::accumulate(counts.begin(), counts.end(), size_t{0});
+}
 
 // The element count every rank passes alike: `count`, or for allgatherv the
 // sum of recv_counts; nullopt where counts are per rank (gatherv, scatterv,
@@ -24,11 +31,7 @@ inline std::optional<uint64_t> agreed_count(Collective op, const coll::Args& arg
     case Collective::gatherv:
     case Collective::scatterv:
     case Collective::alltoallv: return std::nullopt;
-    case Collective::allgatherv: {
-      uint64_t sum = 0;
-      for (size_t count : args.recv_counts) sum += count;
-      return sum;
-    }
+    case Collective::allgatherv: return total_count(args.recv_counts);
     default: return args.count;
   }
 }

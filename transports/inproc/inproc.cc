@@ -37,10 +37,9 @@ struct InprocFabric::State {
     int event_fd = -1;
   };
   explicit State(int n) : inboxes(static_cast<size_t>(n)), board_memory(static_cast<size_t>(n)) {
-    boards.areas.resize(static_cast<size_t>(n));
-    for (size_t rank = 0; rank < board_memory.size(); ++rank) {
-      board_memory[rank].reset(new (std::align_val_t(kBoardLine)) uint8_t[kBoardAreaBytes]());
-      boards.areas[rank] = board_memory[rank].get();
+    for (auto& area : board_memory) {
+      area.reset(new (std::align_val_t(kBoardLine)) uint8_t[kBoardAreaBytes]());
+      board_areas.push_back(area.get());
     }
     for (auto& inbox : inboxes) {
       inbox.event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -61,7 +60,7 @@ struct InprocFabric::State {
     void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(kBoardLine)); }
   };
   std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> board_memory;
-  Boards boards;
+  std::vector<uint8_t*> board_areas;
 };
 
 namespace {
@@ -82,7 +81,7 @@ class InprocRegion final : public MemoryRegion {
 class InprocTransport final : public Transport {
  public:
   InprocTransport(std::shared_ptr<InprocFabric::State> state, int rank) : state_(std::move(state)), rank_(rank) {
-    boards_.areas = state_->boards.areas;
+    boards_.areas = state_->board_areas;
   }
 
   std::string name() const override { return "inproc"; }
