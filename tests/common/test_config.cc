@@ -140,6 +140,8 @@ TEST(Config, UnknownVariablesNameTheClosestKnownOne) {
   EXPECT_TRUE(config::is_known_variable("CHORUS_ALGO_REDUCE_SCATTER"));
   EXPECT_TRUE(config::is_known_variable("CHORUS_LOCAL_RANK"));
   EXPECT_TRUE(config::is_known_variable("CHORUS_TEST_ANYTHING"));
+  EXPECT_TRUE(config::is_known_variable("CHORUS_LAB_RANK"));  // the lab's, not a setting
+  EXPECT_FALSE(config::is_known_variable("CHORUS_LABS"));
   EXPECT_FALSE(config::is_known_variable("CHORUS_ALGO_<OP>"));
   EXPECT_FALSE(config::is_known_variable("CHORUS_ALGO_FOO"));
   EXPECT_FALSE(config::is_known_variable("CHORUS_TIMOUT"));

@@ -2,8 +2,10 @@
 # Runs in each of the two lab guests (tests/lab/run.sh -n 2; CHORUS_LAB_RANK 0
 # or 1): one chorus rank per guest, started torchrun-style (rank 0 serves the
 # store at MASTER_ADDR), so the ranks talk over rxe0 across the virtual switch.
-# Exits 0 only when every configuration passed (run.sh returns the first
-# non-zero guest status).
+# Prints one verdict line per configuration ("passed", "STALL", "failed") and
+# exits 0 only when every configuration passed (run.sh returns the first
+# non-zero guest status). The verdict on the test is lab.sh's: it runs a
+# stalled configuration once more in fresh guests.
 set -uo pipefail
 build=$1
 export RANK=$CHORUS_LAB_RANK WORLD_SIZE=$CHORUS_LAB_RANKS LOCAL_RANK=0 LOCAL_WORLD_SIZE=1
@@ -25,6 +27,15 @@ rxe_counters() {
     [ -r "$counters/$name" ] && printf '%s=%s ' "$name" "$(cat "$counters/$name")"
   done
 }
+# Every counter rxe keeps, and what the kernel said, for a run that stalled:
+# send_err (frames the guest's own stack refused) and the sequence errors
+# tell a lost frame from a QP whose retransmissions are never accepted.
+rxe_state() {
+  local file
+  for file in "$counters"/*; do [ -r "$file" ] && printf '%s=%s ' "${file##*/}" "$(cat "$file")"; done
+  echo
+  dmesg 2>/dev/null | grep -iE 'rxe|rdma|infiniband' | tail -n 5
+}
 
 # matrix PORT VAR=VALUE...: the whole collective matrix with these settings.
 matrix() {
@@ -40,22 +51,24 @@ matrix() {
 
 # run INDEX VAR=VALUE...: one configuration. A run that ends in a timeout
 # (both ranks alive, a transfer that never completed: rxe under the switch's
-# loss, docs/testing.md "Two lab guests") runs once more, said in the output;
-# a wrong result, or a second stall, fails the test.
+# loss, docs/testing.md "Two lab guests") is a STALL, said with rxe's state;
+# lab.sh runs it once more in fresh guests (a guest whose rxe stalled once
+# has been seen to stall the next run too). Anything else is a failure.
 run() {
   local index=$1
   shift
   # TWO_HOSTS_RUNS="3 4": only these configurations (to reproduce one).
   case " ${TWO_HOSTS_RUNS:-$index} " in *" $index "*) ;; *) return 0 ;; esac
-  echo "== two hosts: $*"
-  matrix $((29510 + 10 * index)) "$@" && return 0
-  if grep -q "timed out after" "$log"; then
-    echo "two_hosts: STALL in configuration $index ($*): running it once more"
-    # Longer timeout: the other guest may still be waiting out the stall.
-    matrix $((29511 + 10 * index)) "$@" CHORUS_TIMEOUT=300 && { echo "two_hosts: passed on the second run"; return 0; }
+  echo "== two hosts: configuration $index: $*"
+  if matrix $((29510 + 10 * index)) "$@"; then
+    echo "two_hosts: configuration $index passed"
+  elif grep -q "timed out after" "$log"; then
+    echo "two_hosts: STALL in configuration $index ($*); rxe: $(rxe_state)"
+    status=1
+  else
+    echo "two_hosts: configuration $index failed ($*)"
+    status=1
   fi
-  echo "two_hosts: FAILED: configuration $index ($*)"
-  status=1
 }
 
 # The whole matrix over per-QP receives, then SRQ with rdma_cm.
@@ -74,10 +87,10 @@ case " ${TWO_HOSTS_RUNS:-4} " in
       MATRIX_FLAGS=${NETEM_MATRIX_FLAGS---quick} run 4 CHORUS_VERBS_MODE=ud CHORUS_LOG_LEVEL=info
       tc qdisc del dev "$netdev" root
     else
-      echo "two_hosts: FAILED: cannot add netem loss on ${netdev:-eth0}: $(cat "$log")"
+      echo "two_hosts: configuration 4 failed: cannot add netem loss on ${netdev:-eth0}: $(cat "$log")"
       status=1
     fi ;;
 esac
 rm -f "$log"
-[ $status = 0 ] && echo "two_hosts: OK: every configuration passed on two hosts"
+[ $status = 0 ] && echo "two_hosts: every configuration run passed on two hosts"
 exit $status
