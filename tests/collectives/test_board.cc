@@ -6,6 +6,7 @@
 // runs the call with messages while this one is on the board. Real
 // processes over shm: the chorus-matrix tests (tests/integration).
 #include "collectives/collectives.hpp"
+#include "tests/collectives/board_algorithm.hpp"
 #include "tests/collectives/test_values.hpp"
 #include "tests/harness.hpp"
 
@@ -20,18 +21,13 @@
 #include <string>
 
 using namespace chorus;
+using chorus::testing::board;
 using chorus::testing::input;
 using chorus::testing::reduced;
 using chorus::testing::run_ranks;
 using chorus::testing::Typed;
 
 namespace {
-
-const coll::Algorithm& board(Collective op) {
-  const coll::Algorithm* algorithm = coll::find(op, "board");
-  if (algorithm == nullptr) throw std::runtime_error("no board algorithm");
-  return *algorithm;
-}
 
 std::vector<int> identity(int n) {
   std::vector<int> ranks(static_cast<size_t>(n));
