@@ -159,12 +159,10 @@ class BoardCall {
   }
 
   // A peer that runs this call with messages (its count crossed the board's
-  // limit where ours did not, or it called the non-blocking collective)
-  // would otherwise wait for ours forever: it gets an answer whose digest
-  // differs from this call's (it may have the same: a non-blocking call
-  // picks the board too, then runs by messages on its fiber), so its
-  // engine refuses it naming us rather than taking it for data; and we
-  // fail naming it.
+  // limit where ours did not) would otherwise wait for ours forever: it
+  // gets an answer whose digest differs from this call's (a digest may
+  // match: it covers the call, not where it runs), so its engine refuses
+  // it naming us rather than taking it for data; and we fail naming it.
   void check_no_message_of_this_call() {
     const p2p::Tag call = ctx_.call().base();
     auto stray = ctx_.engine().find_unexpected(
@@ -177,8 +175,7 @@ class BoardCall {
     fail_peer(Status::invalid_argument, source, "received from rank ", rank,
               " a message of a collective call with other arguments (", p2p::CallTag::describe(tag), ") while "
               "running ", what_, " on the shared-memory board: the ranks disagree on the collective, count, datatype, "
-              "reduction op, root or algorithm, or that rank called the non-blocking collective where this one "
-              "called the blocking one");
+              "reduction op, root or algorithm");
   }
 
   Context& ctx_;

@@ -151,7 +151,7 @@ TEST(Board, ARankRunningTheCallByMessagesIsNamed) {
         float value[4] = {1, 2, 3, 4}, result[4] = {};
         coll::Context ctx(engine, ranks, rank, p2p::CallTag::collective(0, 1), scratch, tuning, 5);
         // Rank 1 takes the message path for the same call (as with a count
-        // above the board's limit, or the non-blocking collective).
+        // above the board's limit on that rank only).
         const coll::Algorithm& algorithm =
             rank == 0 ? board(Collective::allreduce) : *coll::find(Collective::allreduce, "recursive_doubling");
         algorithm.run(ctx, coll::Args{value, result, 4, DataType::float32, ReduceOp::sum, 0});
