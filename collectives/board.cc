@@ -4,31 +4,25 @@
 // writes its part into its own slot and reads the others' slots (the idea of
 // Open MPI's coll/sm and NCCL's LL protocol). Layout: transports/board.hpp.
 //
-// Call k of a communicator on its board (k: taken when the call is started,
-// in call order, which a non-blocking call's fiber may run later; kept in
-// private memory) uses slot k % 2 of every rank:
-//  0. wait until this rank's own call k-1 has finished (a non-blocking one
-//     may still be outstanding): it may still read slots of parity k-1;
-//  1. wait until every peer has written its slot of call k-1: a peer writes
-//     that only once its call k-2 has finished (step 0 there), so it no
-//     longer reads the slot this rank is about to overwrite;
+// Call k of a communicator on its board (k: one more than this rank's last,
+// which it keeps in private memory) uses slot k % 2 of every rank:
+//  1. wait until every peer has written its slot of call k-1: a peer starts
+//     call k-1 only once call k-2 is complete, so it no longer reads the
+//     slot this rank is about to overwrite;
 //  2. write the payload (allreduce/reduce: this rank's contribution;
 //     broadcast: the root's data), the call digest, then k (release);
 //  3. wait for the slots of call k it needs (allreduce, barrier: every
 //     rank's; broadcast: the root's; reduce: the root every rank's, the
 //     others none), comparing each digest with its own;
 //  4. compute: reductions run in rank order 0..n-1 on every rank, so every
-//     rank gets the same bits; then record call k as finished.
-// Steps 0 and 1 keep every peer at most one call ahead, so while this rank
-// waits for call k a peer's slot k % 2 holds call k or k-2, never k+2.
+//     rank gets the same bits.
+// Step 1 keeps every peer at most one call ahead, so while this rank waits
+// for call k a peer's slot k % 2 holds call k or k-2, never k+2.
 // Cost: one line written and n-1 lines read (broadcast: 1) for a payload of
-// up to 48 bytes; no system call, no request, no matching. A blocking call
-// waits in the engine's loop, a non-blocking one on its fiber (it suspends
-// until the memory it waits for is written), so both run the same steps and
-// a blocking call matches a non-blocking one on another rank.
+// up to 48 bytes; no system call, no request, no matching.
 //
 // Where the call cannot run on a board (payload above kBoardDataBytes, no
-// board for the communicator, a fiber without a ticket), it runs the
+// board for the communicator, a non-blocking call on a fiber), it runs the
 // message algorithm the table picks for its size: a rank's choice depends
 // only on the call, so all ranks choose alike (docs/algorithms.md, "board").
 #include "collectives/algorithms.hpp"
@@ -46,21 +40,17 @@ using transport::Boards;
 
 class BoardCall {
  public:
-  // The ticket the call was started with; a blocking call run without one
-  // (the unit tests call algorithms directly) takes the next one now.
   BoardCall(Context& ctx, Boards& boards, const char* what)
       : ctx_(ctx), boards_(boards), context_(ctx.context_id()), what_(what),
-        ticket_(ctx.board_ticket().sequence != 0 ? ctx.board_ticket() : boards.reserve(context_, ctx.call_check())),
-        sequence_(ticket_.sequence) {}
+        sequence_(boards.last_sequence[context_] + 1) {}
 
-  // Steps 0, 1 and 2. Step 1 also compares the digests of the previous
-  // call, which holds the slots it waits for at exactly that call: a rank
-  // that read nothing then (a broadcast root, a reduce non-root) learns of
-  // a disagreement now, one board call late.
+  // Steps 1 and 2. Step 1 also compares the digests of the previous call,
+  // which holds the slots it waits for at exactly that call: a rank that
+  // read nothing then (a broadcast root, a reduce non-root) learns of a
+  // disagreement now, one board call late.
   void publish(const void* payload, size_t bytes) {
-    if (boards_.finished_sequence[context_] + 1 < sequence_) await_own_previous();
     if (sequence_ > 1) {
-      const uint32_t previous = ticket_.previous_digest;
+      const uint32_t previous = boards_.last_digest[context_];
       for (int rank = 0; rank < ctx_.size(); ++rank) {
         if (rank == ctx_.rank()) continue;
         const uint32_t digest = transport::board_header(await(rank, sequence_ - 1, /*exact=*/false))->digest;
@@ -76,10 +66,9 @@ class BoardCall {
     transport::board_header(own)->digest = ctx_.call_check();
     transport::board_header(own)->bytes = static_cast<uint32_t>(bytes);
     transport::board_sequence(own).store(sequence_, std::memory_order_release);
+    boards_.last_sequence[context_] = sequence_;
+    boards_.last_digest[context_] = ctx_.call_check();
   }
-
-  // Step 4's end: this rank reads no slot of this call any more.
-  void finish() { boards_.finished_sequence[context_] = sequence_; }
 
   // Step 3 for one rank: its payload of this call, once written.
   const uint8_t* contribution(int rank) {
@@ -112,21 +101,9 @@ class BoardCall {
     }
     // The callables capture one pointer: std::function keeps them inline.
     const Awaited* state = &awaited;
-    ctx_.wait_until([state] { return state->written() || state->call->stray_message(); },
-                    [state] { return state->call->waiting_for(state->rank, state->sequence); });
+    engine.wait_until([state] { return state->written() || state->call->stray_message(); },
+                      [state] { return state->call->waiting_for(state->rank, state->sequence); });
     return awaited.slot;
-  }
-
-  // Step 0: this rank's previous board call on the communicator is a
-  // non-blocking one still outstanding; whoever drives progress finishes it.
-  void await_own_previous() {
-    const BoardCall* call = this;
-    ctx_.wait_until([call] { return call->boards_.finished_sequence[call->context_] + 1 >= call->sequence_; },
-                    [call] {
-                      return p2p::Waiting{-1, concat("this rank's board call #", call->sequence_ - 1, " on context ",
-                                                     call->context_, " to finish (", call->what_, " #",
-                                                     call->sequence_, " is next)")};
-                    });
   }
 
   struct Awaited {
@@ -159,10 +136,12 @@ class BoardCall {
   }
 
   // A peer that runs this call with messages (its count crossed the board's
-  // limit where ours did not) would otherwise wait for ours forever: it
-  // gets an answer whose digest differs from this call's (a digest may
-  // match: it covers the call, not where it runs), so its engine refuses
-  // it naming us rather than taking it for data; and we fail naming it.
+  // limit where ours did not, or it called the non-blocking collective)
+  // would otherwise wait for ours forever: it gets an answer whose digest
+  // differs from this call's (it may have the same: a non-blocking call
+  // picks the board too, then runs by messages on its fiber), so its
+  // engine refuses it naming us rather than taking it for data; and we
+  // fail naming it.
   void check_no_message_of_this_call() {
     const p2p::Tag call = ctx_.call().base();
     auto stray = ctx_.engine().find_unexpected(
@@ -175,14 +154,14 @@ class BoardCall {
     fail_peer(Status::invalid_argument, source, "received from rank ", rank,
               " a message of a collective call with other arguments (", p2p::CallTag::describe(tag), ") while "
               "running ", what_, " on the shared-memory board: the ranks disagree on the collective, count, datatype, "
-              "reduction op, root or algorithm");
+              "reduction op, root or algorithm, or that rank called the non-blocking collective where this one "
+              "called the blocking one");
   }
 
   Context& ctx_;
   Boards& boards_;
   uint32_t context_;
   const char* what_;
-  transport::BoardTicket ticket_;
   uint64_t sequence_ = 0;
 };
 
@@ -215,12 +194,11 @@ void reduce_on_board(Collective op, Context& ctx, const Args& args, bool keeps_r
   if (boards == nullptr) return run_by_messages(op, bytes, ctx, args);
   BoardCall call(ctx, *boards, to_string(op).data());
   call.publish(args.send, bytes);
-  if (!keeps_result) return call.finish();
+  if (!keeps_result) return;
   std::memcpy(args.recv, call.contribution(0), bytes);
   for (int rank = 1; rank < ctx.size(); ++rank) {
     reduce_inplace(args.recv, call.contribution(rank), args.count, args.dtype, args.op);
   }
-  call.finish();
   deliver_what_peers_sent(ctx);
 }
 
@@ -239,9 +217,8 @@ void broadcast_board(Context& ctx, const Args& args) {
   BoardCall call(ctx, *boards, "broadcast");
   const bool root = ctx.rank() == args.root;
   call.publish(args.recv, root ? bytes : 0);
-  if (root) return call.finish();
+  if (root) return;
   std::memcpy(args.recv, call.contribution(args.root), bytes);
-  call.finish();
   deliver_what_peers_sent(ctx);
 }
 
@@ -251,7 +228,6 @@ void barrier_board(Context& ctx, const Args&) {
   BoardCall call(ctx, *boards, "barrier");
   call.publish(nullptr, 0);
   for (int rank = 0; rank < ctx.size(); ++rank) call.contribution(rank);
-  call.finish();
   deliver_what_peers_sent(ctx);
 }
 

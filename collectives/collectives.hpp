@@ -12,7 +12,6 @@
 #include <chorus/chorus.hpp>
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -80,10 +79,6 @@ class Suspender {
  public:
   virtual ~Suspender() = default;
   virtual void wait(p2p::Engine& engine, p2p::Request& request) = 0;
-  // Until `done()` holds: what arrives by memory, not as a request (the
-  // board). `waiting_for` names it in a timeout.
-  virtual void wait_until(p2p::Engine& engine, const std::function<bool()>& done,
-                          const std::function<p2p::Waiting()>& waiting_for) = 0;
 };
 
 // What an algorithm sees: ranks 0..size-1 of its communicator, tagged
@@ -125,24 +120,14 @@ class Context {
       if (request.valid()) suspender_->wait(engine_, request);
     }
   }
-  // Until `done()` holds, for what peers write to memory (the board).
-  void wait_until(const std::function<bool()>& done, const std::function<p2p::Waiting()>& waiting_for) {
-    if (suspender_ == nullptr) return engine_.wait_until(done, waiting_for);
-    suspender_->wait_until(engine_, done, waiting_for);
-  }
   // The board algorithms (board.cc): this call's communicator's boards, or
-  // nullptr where its ranks share no memory or its context has no board,
-  // and for a call on a fiber that was started without a board ticket (its
-  // place in the board's order must be taken when it is posted).
+  // nullptr where its ranks share no memory, its context has no board, or
+  // the call runs on a fiber (a board call waits where it is issued, in
+  // call order, which concurrent non-blocking calls cannot promise).
   transport::Boards* boards() const {
-    if (p2p::CallTag::context_of(call_.base()) >= transport::kBoardContexts) return nullptr;
-    if (suspender_ != nullptr && board_ticket_.sequence == 0) return nullptr;
+    if (suspender_ != nullptr || p2p::CallTag::context_of(call_.base()) >= transport::kBoardContexts) return nullptr;
     return engine_.transport().boards();
   }
-  // The call's place on the board, taken when it was started (0: none yet;
-  // a blocking board call then takes one itself).
-  const transport::BoardTicket& board_ticket() const { return board_ticket_; }
-  void set_board_ticket(const transport::BoardTicket& ticket) { board_ticket_ = ticket; }
   uint32_t context_id() const { return p2p::CallTag::context_of(call_.base()); }
   p2p::CallTag call() const { return call_; }
   uint32_t call_check() const { return call_check_; }
@@ -167,7 +152,6 @@ class Context {
   const Tuning& tuning_;
   uint32_t call_check_;
   Suspender* suspender_;
-  transport::BoardTicket board_ticket_;
 };
 
 using AlgorithmFn = void (*)(Context& ctx, const Args& args);

@@ -40,15 +40,6 @@ inline std::atomic_ref<uint64_t> board_sequence(uint8_t* slot) {
 inline BoardSlotHeader* board_header(uint8_t* slot) { return reinterpret_cast<BoardSlotHeader*>(slot); }
 inline uint8_t* board_data(uint8_t* slot) { return slot + sizeof(BoardSlotHeader); }
 
-// A board call's place in its communicator's order, taken when the call is
-// started (non-blocking calls: when posted, so in call order even when
-// several are outstanding): its sequence, and the digest of the board call
-// before it, which its first step compares with what the peers wrote then.
-struct BoardTicket {
-  uint64_t sequence = 0;  // 0: no ticket
-  uint32_t previous_digest = 0;
-};
-
 // Every rank's board area as this process maps it (index: transport rank),
 // each kBoardAreaBytes long, zeroed before the first call, aligned to a line.
 struct Boards {
@@ -56,17 +47,8 @@ struct Boards {
   // This process' own record per context, in private memory: reading it
   // back from its slots would miss whenever a peer's read had taken the
   // line (a line read by another core often moves there whole).
-  std::array<uint64_t, kBoardContexts> last_sequence{};  // the last board call started
+  std::array<uint64_t, kBoardContexts> last_sequence{};  // the last board call made
   std::array<uint32_t, kBoardContexts> last_digest{};    // its digest
-  // The last board call this process finished (read all it needed): call k
-  // writes its slot only after call k-1 finished here, so a slot is never
-  // overwritten while an outstanding call of this rank still reads its pair.
-  std::array<uint64_t, kBoardContexts> finished_sequence{};
-  BoardTicket reserve(uint32_t context, uint32_t digest) {
-    BoardTicket ticket{++last_sequence[context], last_digest[context]};
-    last_digest[context] = digest;
-    return ticket;
-  }
   uint8_t* slot(int rank, uint32_t context, uint64_t sequence) const {
     return areas[static_cast<size_t>(rank)] + (static_cast<size_t>(context) * 2 + (sequence & 1)) * kBoardSlotBytes;
   }

@@ -180,15 +180,6 @@ PreparedCall CommunicatorImpl::prepare(Collective op, const coll::Args& user_arg
   }
   prepared.call = p2p::CallTag::collective(context_id_, sequence_++);
   prepared.digest = call_digest(op, prepared.args, *prepared.algorithm);
-  // A board call takes its place on the board now, in call order: a
-  // non-blocking one may run later, after calls started behind it.
-  const size_t board_bytes = op == Collective::barrier ? 0 : prepared.args.count * datatype_size(prepared.args.dtype);
-  if (prepared.algorithm->name == "board" && board_bytes <= transport::kBoardDataBytes &&
-      context_id_ < transport::kBoardContexts) {
-    if (transport::Boards* boards = session_->transport->boards()) {
-      prepared.board = boards->reserve(context_id_, prepared.digest);
-    }
-  }
   return prepared;
 }
 
@@ -202,7 +193,6 @@ void CommunicatorImpl::execute(const PreparedCall& call, coll::Scratch& scratch,
   }
   if (!call.call) return;
   coll::Context context(*session_->engine, engine_ranks_, rank(), *call.call, scratch, tuning_, call.digest, suspender);
-  context.set_board_ticket(call.board);
   try {
     guarded(name, [&] {
       try {

@@ -103,7 +103,6 @@ struct PreparedCall {
   std::optional<p2p::CallTag> check_call;  // CHORUS_CHECK_CALLS' exchange, if on
   std::optional<p2p::CallTag> call;        // nullopt: nothing to move (count 0)
   uint32_t digest = 0;
-  transport::BoardTicket board;  // a call that runs on the board: its place there
 };
 
 struct CallRecord;  // one rank's call, as CHORUS_CHECK_CALLS compares it

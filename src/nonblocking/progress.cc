@@ -62,22 +62,6 @@ void FiberSuspender::wait(p2p::Engine& engine, p2p::Request& request) {
   engine.wait(request);  // reaps it: returns at once, or throws its error
 }
 
-void FiberSuspender::wait_until(p2p::Engine&, const std::function<bool()>& done,
-                                const std::function<p2p::Waiting()>& waiting_for) {
-  for (;;) {
-    // An error found while testing the condition outside the fiber (step())
-    // comes back as the abort, thrown here on the algorithm's stack.
-    if (operation_.abort) throw *operation_.abort;
-    if (done()) return;
-    operation_.awaited_condition = &done;
-    operation_.awaited_what = &waiting_for;
-    operation_.awaited_since = Clock::now();
-    Fiber::suspend();
-    operation_.awaited_condition = nullptr;
-    operation_.awaited_what = nullptr;
-  }
-}
-
 Progress::Progress(p2p::Engine& engine, DriverMutex& mutex, bool thread, std::chrono::microseconds spin,
                    std::chrono::milliseconds timeout, ProgressThreadPlace place)
     : engine_(engine),
@@ -159,13 +143,6 @@ Progress::Step Progress::step(Operation& operation) {
     return Step::completed;
   }
   if (operation.awaited.valid() && !operation.abort && !engine_.finished(operation.awaited)) return Step::waiting;
-  if (operation.awaited_condition != nullptr && !operation.abort) {
-    try {
-      if (!(*operation.awaited_condition)()) return Step::waiting;
-    } catch (const std::exception& e) {
-      operation.abort = as_error(e);  // thrown at the fiber's wait
-    }
-  }
   operation.fiber->resume();
   if (!operation.fiber->finished()) return Step::advanced;
   try {
@@ -233,32 +210,16 @@ void Progress::fail_all(const Error& error) {
   for (auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) fail(*operation, error);
 }
 
-void Progress::progress_towards(Operation& target, const std::function<bool()>& stop) {
-  const p2p::Request pending = target.fiber ? target.awaited : target.request;
-  if (pending.valid()) {
-    engine_.progress_until(pending, stop);
-  } else if (target.fiber && target.awaited_condition != nullptr) {
-    // A board wait: the engine's loop for memory conditions (timeout, the
-    // failure probe, yielding when idle); its progress hook resumes the
-    // fiber once the condition holds, which then clears it.
-    Operation* waiting = &target;
-    engine_.wait_until(
-        [&stop, waiting] {
-          return stop() || waiting->awaited_condition == nullptr || (*waiting->awaited_condition)();
-        },
-        [waiting] {
-          return waiting->awaited_what != nullptr ? (*waiting->awaited_what)() : p2p::Waiting{-1, waiting->name};
-        });
-  } else {
-    engine_.progress();
-  }
-  advance();
-}
-
 bool Progress::drive(Operation& operation) {
   if (operation.complete.load(std::memory_order_acquire)) return true;
+  const p2p::Request pending = operation.fiber ? operation.awaited : operation.request;
   try {
-    progress_towards(operation, [&] { return operation.complete.load(std::memory_order_relaxed); });
+    if (pending.valid()) {
+      engine_.progress_until(pending, [&] { return operation.complete.load(std::memory_order_relaxed); });
+    } else {
+      engine_.progress();
+    }
+    advance();
   } catch (const std::exception& e) {
     // A timeout or a failure the probe reported while waiting for this
     // operation's request: it belongs to this operation.
@@ -312,8 +273,14 @@ size_t Progress::wait_any(const std::vector<Operation*>& operations) {
         break;
       }
     }
+    const p2p::Request pending = target->fiber ? target->awaited : target->request;
     try {
-      progress_towards(*target, [&] { return first_complete().has_value(); });
+      if (pending.valid()) {
+        engine_.progress_until(pending, [&] { return first_complete().has_value(); });
+      } else {
+        engine_.progress();
+      }
+      advance();
     } catch (const std::exception& e) {
       fail(*target, as_error(e));
     }
@@ -347,11 +314,8 @@ void Progress::check_stalled(Clock::time_point now) {
     }
   }
   for (auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) {
-    if (!operation->fiber || now - operation->awaited_since < timeout_) continue;
-    if (operation->awaited.valid()) {
+    if (operation->fiber && operation->awaited.valid() && now - operation->awaited_since >= timeout_) {
       fail(*operation, engine_.timeout_error(operation->awaited));
-    } else if (operation->awaited_condition != nullptr && operation->awaited_what != nullptr) {
-      fail(*operation, engine_.timeout_error((*operation->awaited_what)()));
     }
   }
 }

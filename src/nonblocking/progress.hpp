@@ -103,13 +103,9 @@ struct Operation {
   std::optional<Error> error;  // written before `complete` is set
   const void* owner = nullptr;  // the communicator that started it
 
-  // A collective: its fiber and the request its algorithm waits on now, or
-  // the condition in memory (a board call; both live on the fiber's stack
-  // while it is suspended).
+  // A collective: its fiber and the request its algorithm waits on now.
   std::unique_ptr<Fiber> fiber;
   p2p::Request awaited;
-  const std::function<bool()>* awaited_condition = nullptr;
-  const std::function<p2p::Waiting()>* awaited_what = nullptr;
   std::chrono::steady_clock::time_point awaited_since{};
   std::optional<Error> abort;  // thrown at the algorithm's next wait
 
@@ -131,8 +127,6 @@ class FiberSuspender final : public coll::Suspender {
  public:
   explicit FiberSuspender(Operation& operation) : operation_(operation) {}
   void wait(p2p::Engine& engine, p2p::Request& request) override;
-  void wait_until(p2p::Engine& engine, const std::function<bool()>& done,
-                  const std::function<p2p::Waiting()>& waiting_for) override;
 
  private:
   Operation& operation_;
@@ -191,9 +185,6 @@ class Progress {
   // One round of the caller's progress towards `operation`: returns true
   // when it completed.
   bool drive(Operation& operation);
-  // Progress until what `target` waits for is there or `stop()` holds,
-  // then resume what can move on. Throws a timeout or a peer's failure.
-  void progress_towards(Operation& target, const std::function<bool()>& stop);
   // Timeouts of the operations nobody waits on, and the failure probe.
   void check_stalled(std::chrono::steady_clock::time_point now);
   void ensure_thread();

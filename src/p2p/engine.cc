@@ -332,7 +332,6 @@ void Engine::set_timeout(std::chrono::milliseconds timeout) { impl_->set_timeout
 std::chrono::milliseconds Engine::timeout() const { return impl_->settings().timeout; }
 bool Engine::finished(const Request& request) const { return impl_->finished(request); }
 Error Engine::timeout_error(const Request& request) { return impl_->timeout_error(request); }
-Error Engine::timeout_error(const Waiting& waiting) { return impl_->timeout_error(waiting); }
 std::optional<Error> Engine::probe_failure() { return impl_->probe_failure(); }
 size_t Engine::unexpected_count() const { return impl_->unexpected_count(); }
 std::optional<std::pair<int, Tag>> Engine::find_unexpected(const std::function<bool(int, Tag)>& match) const {

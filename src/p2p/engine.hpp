@@ -95,8 +95,6 @@ class Engine {
   // The error a wait on `request` that made no progress for the whole
   // timeout reports (which peer, what it waited for, the transport's view).
   Error timeout_error(const Request& request);
-  // The same for a wait_until() that ran out of time (a fiber's board wait).
-  Error timeout_error(const Waiting& waiting);
   // Asks the failure probe now (see set_failure_probe).
   std::optional<Error> probe_failure();
   // Messages that arrived and match no receive yet. A collective that has

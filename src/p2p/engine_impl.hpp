@@ -121,7 +121,6 @@ class Engine::Impl final : public transport::Sink {
   bool finished(const Request& request) const { return finished(lookup(request)); }
   size_t unexpected_count() const { return unexpected_.size(); }
   Error timeout_error(const Request& request) { return timeout_error(lookup(request)); }
-  Error timeout_error(const Waiting& waiting);
 
   // Polls the transport, then posts what the callbacks decided to post (the
   // transport is not re-entered from inside its own poll()).

@@ -130,16 +130,15 @@ void Engine::Impl::progress_until(const Slot& slot, Done done) {
       [&] { return Waiting{slot.peer, concat(describe_wait(slot), " (", CallTag::describe(slot.tag), ")")}; }, true);
 }
 
-Error Engine::Impl::timeout_error(const Waiting& waiting) {
-  return Error(Status::timeout,
-               concat("rank ", rank_, " timed out after ", std::chrono::duration<double>(settings_.timeout).count(),
-                      " s (CHORUS_TIMEOUT) waiting for ", waiting.what,
-                      "; the peer may have died, stalled, or called a different collective"),
-               waiting.peer);
-}
-
 void Engine::Impl::wait_until(const std::function<bool()>& done, const std::function<Waiting()>& waiting_for) {
-  auto timeout = [&] { return timeout_error(waiting_for()); };
+  auto timeout = [&] {
+    const Waiting waiting = waiting_for();
+    return Error(Status::timeout,
+                 concat("rank ", rank_, " timed out after ", std::chrono::duration<double>(settings_.timeout).count(),
+                        " s (CHORUS_TIMEOUT) waiting for ", waiting.what,
+                        "; the peer may have died, stalled, or called a different collective"),
+                 waiting.peer);
+  };
   // What is awaited is written to memory, not sent: no transport event wakes
   // a sleeper, so idle only yields.
   progress_loop(done, timeout, waiting_for, false);

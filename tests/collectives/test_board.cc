@@ -6,7 +6,6 @@
 // runs the call with messages while this one is on the board. Real
 // processes over shm: the chorus-matrix tests (tests/integration).
 #include "collectives/collectives.hpp"
-#include "tests/collectives/board_algorithm.hpp"
 #include "tests/collectives/test_values.hpp"
 #include "tests/harness.hpp"
 
@@ -21,13 +20,18 @@
 #include <string>
 
 using namespace chorus;
-using chorus::testing::board;
 using chorus::testing::input;
 using chorus::testing::reduced;
 using chorus::testing::run_ranks;
 using chorus::testing::Typed;
 
 namespace {
+
+const coll::Algorithm& board(Collective op) {
+  const coll::Algorithm* algorithm = coll::find(op, "board");
+  if (algorithm == nullptr) throw std::runtime_error("no board algorithm");
+  return *algorithm;
+}
 
 std::vector<int> identity(int n) {
   std::vector<int> ranks(static_cast<size_t>(n));
@@ -151,7 +155,7 @@ TEST(Board, ARankRunningTheCallByMessagesIsNamed) {
         float value[4] = {1, 2, 3, 4}, result[4] = {};
         coll::Context ctx(engine, ranks, rank, p2p::CallTag::collective(0, 1), scratch, tuning, 5);
         // Rank 1 takes the message path for the same call (as with a count
-        // above the board's limit on that rank only).
+        // above the board's limit, or the non-blocking collective).
         const coll::Algorithm& algorithm =
             rank == 0 ? board(Collective::allreduce) : *coll::find(Collective::allreduce, "recursive_doubling");
         algorithm.run(ctx, coll::Args{value, result, 4, DataType::float32, ReduceOp::sum, 0});
