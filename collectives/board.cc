@@ -178,8 +178,6 @@ void run_by_messages(Collective op, size_t bytes, Context& ctx, const Args& args
 
 namespace {
 
-// allreduce (every rank keeps the result) and reduce (the root alone): every
-// rank publishes its contribution; the keepers reduce all in rank order.
 // Called last by every board call that read a peer's slot: what that peer
 // sent this rank before writing its slot is in the rings by now (its ring
 // records precede its slot's release store), but nothing polled them; one
@@ -188,6 +186,8 @@ namespace {
 // never (a board call whose peers were all there polls nothing otherwise).
 void deliver_what_peers_sent(Context& ctx) { ctx.engine().progress(); }
 
+// allreduce (every rank keeps the result) and reduce (the root alone): every
+// rank publishes its contribution; the keepers reduce all in rank order.
 void reduce_on_board(Collective op, Context& ctx, const Args& args, bool keeps_result) {
   const size_t bytes = args.count * datatype_size(args.dtype);
   Boards* boards = board_for(ctx, bytes);

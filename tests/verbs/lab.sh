@@ -30,8 +30,14 @@ esac
 # two: the guests' output goes through a file, read for the verdict lines.
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-"$lab" -n 2 -t 1200 -- "$source_dir/tests/verbs/two_hosts.sh" "$build" 2>&1 | tee "$out"
-status=${PIPESTATUS[0]}
+# guests SECONDS: two fresh guests run two_hosts.sh (the configurations in
+# TWO_HOSTS_RUNS, if set); their output is shown and kept in $out.
+guests() {
+  "$lab" -n 2 -t "$1" -- "$source_dir/tests/verbs/two_hosts.sh" "$build" 2>&1 | tee "$out"
+  return "${PIPESTATUS[0]}"
+}
+guests 1200
+status=$?
 [ "$status" = 0 ] && { echo "two_hosts: OK: every configuration passed on two hosts"; exit 0; }
 # 124: the guests ran out of time; 125: the lab itself failed.
 if [ "$status" = 124 ] || [ "$status" = 125 ]; then
@@ -50,9 +56,8 @@ if [ -n "$failed" ] || [ -z "$stalled" ]; then
   exit 1
 fi
 echo "two_hosts: configuration(s) ${stalled}stalled: once more in two fresh guests"
-: > "$out"
-TWO_HOSTS_RUNS=$stalled "$lab" -n 2 -t 600 -- "$source_dir/tests/verbs/two_hosts.sh" "$build" 2>&1 | tee "$out"
-status=${PIPESTATUS[0]}
+TWO_HOSTS_RUNS=$stalled guests 600
+status=$?
 if [ "$status" = 0 ]; then
   echo "two_hosts: OK: every configuration passed on two hosts (configuration(s) ${stalled}on the second boot)"
   exit 0
