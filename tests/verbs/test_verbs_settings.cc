@@ -41,7 +41,7 @@ TEST(VerbsSettings, DefaultsWhenUnset) {
   EXPECT_EQ(s.connect, "bootstrap");
   EXPECT_EQ(s.recv_depth, 64);
   EXPECT_EQ(s.cq_entries, 0);
-  EXPECT_EQ(s.qp_timeout, 14);
+  EXPECT_EQ(s.qp_timeout, 16);
   EXPECT_EQ(s.retry_count, 7);
   EXPECT_EQ(s.mode, "rc");
   EXPECT_EQ(s.ud_rc_max, 16);

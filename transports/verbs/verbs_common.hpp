@@ -141,7 +141,7 @@ struct RcRemote {
 
 struct RcLimits {
   uint32_t sq_psn = 0;
-  int qp_timeout = 14;          // CHORUS_VERBS_QP_TIMEOUT
+  int qp_timeout = 16;          // CHORUS_VERBS_QP_TIMEOUT
   int retry_count = 7;          // CHORUS_VERBS_RETRY_COUNT
   int max_reads_served = 1;     // READs this side serves at once (max_dest_rd_atomic)
   int max_reads_issued = 1;     // READs this side issues at once (max_rd_atomic)

@@ -38,7 +38,7 @@ const std::vector<config::VariableDoc>& variables() {
       {"CHORUS_VERBS_RECV_DEPTH", "64", "eager receive buffers (and send credits) per peer, 2..4096"},
       {"CHORUS_VERBS_CQ_ENTRIES", "auto",
        "completion queue size; setup fails if it is smaller than the work requests that can be outstanding"},
-      {"CHORUS_VERBS_QP_TIMEOUT", "14", "RC local ACK timeout exponent: 4.096 us * 2^value per try (1..31)"},
+      {"CHORUS_VERBS_QP_TIMEOUT", "16", "RC local ACK timeout exponent: 4.096 us * 2^value per try (1..31)"},
       {"CHORUS_VERBS_RETRY_COUNT", "7", "RC transport retries before a send fails (0..7)"},
       {"CHORUS_VERBS_MODE", "rc",
        "rc: one RC QP per peer (RC mesh); ud: one UD QP and SRQ per process with software reliability, RC QPs "
