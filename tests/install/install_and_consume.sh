@@ -21,7 +21,7 @@ for program in chorusrun chorus-bench chorus_info chorus-mpicc chorus-mpicxx; do
   test -x "$prefix/bin/$program" || fail "$program was not installed in bin"
 done
 # Names that could clash in /usr/bin live in libexec/chorus.
-for program in compare-openmpi osu_style_bench; do
+for program in compare-openmpi osu_style_bench compare-overlap osu_style_overlap; do
   test ! -e "$prefix/bin/$program" || fail "$program was installed in bin (its name could clash in /usr/bin)"
   if [ -x "$build_dir/bench/osu_style_bench" ]; then
     test -x "$prefix/libexec/chorus/$program" || fail "$program was not installed in libexec/chorus"
@@ -38,7 +38,9 @@ libdir=$(dirname "$(find "$prefix" -name 'libchorus.so' | head -n 1)")
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 [ "$(pkg-config --modversion chorus)" = "$version" ] || fail "chorus.pc's version is not $version"
 if [ -x "$prefix/libexec/chorus/compare-openmpi" ]; then
-  "$prefix/libexec/chorus/compare-openmpi" --no-build --quick --paths shm --ops barrier >"$work/compare.out" 2>&1 ||
+  # iallreduce: its overlap run finds compare-overlap and osu_style_overlap there too.
+  "$prefix/libexec/chorus/compare-openmpi" --no-build --quick --paths shm --ops barrier,iallreduce --max-bytes 4K \
+    >"$work/compare.out" 2>&1 ||
     { cat "$work/compare.out"; fail "the installed compare-openmpi did not run"; }
 fi
 
