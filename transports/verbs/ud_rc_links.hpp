@@ -29,8 +29,8 @@ class RcReadLinks {
     ibv_mtu path_mtu = IBV_MTU_1024;
     int max_reads = 1;        // READs in flight per QP (and served per QP)
     int max_links = 16;       // CHORUS_UD_RC_MAX
-    int qp_timeout = 14;
-    int retry_count = 7;
+    int qp_timeout = kDefaultQpTimeout;    // CHORUS_VERBS_QP_TIMEOUT
+    int retry_count = kDefaultRetryCount;  // CHORUS_VERBS_RETRY_COUNT
     uint64_t read_wr_kind = 0;  // the wr_id kind of READs (verbs_common.hpp make_wr_id)
   };
   // Sends a control message to `peer` over the reliable UD channel.

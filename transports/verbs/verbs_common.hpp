@@ -7,6 +7,7 @@
 #include "transports/verbs/verbs_device.hpp"
 #include "transports/verbs/verbs_reads.hpp"
 #include "transports/verbs/verbs_resources.hpp"
+#include "transports/verbs/verbs_settings.hpp"
 
 #include <array>
 #include <cstdint>
@@ -141,8 +142,8 @@ struct RcRemote {
 
 struct RcLimits {
   uint32_t sq_psn = 0;
-  int qp_timeout = 16;          // CHORUS_VERBS_QP_TIMEOUT
-  int retry_count = 7;          // CHORUS_VERBS_RETRY_COUNT
+  int qp_timeout = kDefaultQpTimeout;    // CHORUS_VERBS_QP_TIMEOUT
+  int retry_count = kDefaultRetryCount;  // CHORUS_VERBS_RETRY_COUNT
   int max_reads_served = 1;     // READs this side serves at once (max_dest_rd_atomic)
   int max_reads_issued = 1;     // READs this side issues at once (max_rd_atomic)
 };

@@ -13,6 +13,13 @@
 
 namespace chorus::transport::verbs {
 
+// CHORUS_VERBS_QP_TIMEOUT: 4.096 us * 2^value per try. 16 (~268 ms), not 14:
+// rxe's timer can fire while an answer is still on its way, and at ~67 ms it
+// did several times a second in READ traffic (transport-verbs.md). The QP
+// set-up structs (RcLimits, UdRcLinks::Setup) start from these too.
+inline constexpr int kDefaultQpTimeout = 16;
+inline constexpr int kDefaultRetryCount = 7;  // CHORUS_VERBS_RETRY_COUNT
+
 struct Settings {
   std::string device;          // CHORUS_IB_DEVICE ("" = first device with an active port)
   int port = 0;                // CHORUS_IB_PORT (0 = first active port)
@@ -21,11 +28,8 @@ struct Settings {
   std::string connect = "bootstrap";  // CHORUS_VERBS_CONNECT: bootstrap or rdmacm
   int recv_depth = 64;         // CHORUS_VERBS_RECV_DEPTH: eager receive buffers per peer
   int cq_entries = 0;          // CHORUS_VERBS_CQ_ENTRIES (0 = sized from the queues)
-  // CHORUS_VERBS_QP_TIMEOUT: 4.096 us * 2^value per try. 16 (~268 ms), not
-  // 14: rxe's timer can fire while an answer is still on its way, and at
-  // ~67 ms it did several times a second in READ traffic (transport-verbs.md).
-  int qp_timeout = 16;
-  int retry_count = 7;         // CHORUS_VERBS_RETRY_COUNT
+  int qp_timeout = kDefaultQpTimeout;    // CHORUS_VERBS_QP_TIMEOUT
+  int retry_count = kDefaultRetryCount;  // CHORUS_VERBS_RETRY_COUNT
   std::string mode = "rc";     // CHORUS_VERBS_MODE: rc (RC mesh) or ud (UD + SRQ scalable mode)
   int ud_rc_max = 16;          // CHORUS_UD_RC_MAX: RC QPs kept for rendezvous reads in UD mode
   // Test hook CHORUS_TEST_VERBS_QP_ERROR="PEER:N": after N eager sends, move
