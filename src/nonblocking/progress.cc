@@ -265,6 +265,10 @@ size_t Progress::wait_any(const std::vector<Operation*>& operations) {
   if (auto done = first_complete()) return *done;
   std::unique_lock lock(mutex_);
   for (;;) {
+    // Look again under the lock: the progress thread completes operations
+    // under it, so the last incomplete one may have finished while this
+    // thread waited for the lock, leaving no target below.
+    if (auto done = first_complete()) return *done;
     // Progress towards one incomplete operation, stopping as soon as any completes.
     Operation* target = nullptr;
     for (Operation* operation : operations) {
@@ -273,6 +277,7 @@ size_t Progress::wait_any(const std::vector<Operation*>& operations) {
         break;
       }
     }
+    if (target == nullptr) continue;  // all completed since the look above: it returns now
     const p2p::Request pending = target->fiber ? target->awaited : target->request;
     try {
       if (pending.valid()) {
@@ -284,7 +289,6 @@ size_t Progress::wait_any(const std::vector<Operation*>& operations) {
     } catch (const std::exception& e) {
       fail(*target, as_error(e));
     }
-    if (auto done = first_complete()) return *done;
   }
 }
 

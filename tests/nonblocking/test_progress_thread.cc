@@ -144,3 +144,24 @@ TEST(ProgressBetweenCalls, NoThreadForOtherTransportsOrCallerProgress) {
     EXPECT_EQ(f.transport.polls(), 0) << "needs progress " << needs_progress << ", thread " << thread;
   }
 }
+
+// wait_any looks at its operations before it takes the lock, then under it
+// picks one to progress. One that completes in between (the progress thread
+// completes operations under the lock) must end the wait. It once left the
+// wait without a target and crashed (verbs.nonblocking.ud.np4 in the lab, a
+// SIGSEGV in Progress::wait_any; docs/nonblocking.md, "Ordering and
+// concurrency").
+TEST(ProgressWaitAny, AnOperationCompletedWhileWaitingForTheLockEndsTheWait) {
+  Fixture f(false, false);
+  nb::Operation operation("irecv");
+  std::atomic<bool> holding{false};
+  std::thread completer([&] {
+    std::lock_guard lock(f.mutex);
+    holding = true;
+    std::this_thread::sleep_for(200ms);  // wait_any has looked by now and waits for the lock
+    operation.complete.store(true, std::memory_order_release);
+  });
+  while (!holding) std::this_thread::yield();
+  EXPECT_EQ(f.progress->wait_any({&operation}), 0u);
+  completer.join();
+}
