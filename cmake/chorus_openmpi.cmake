@@ -5,6 +5,33 @@
 # configure time what was found or why the comparison is skipped.
 # CHORUS_WITH_OPENMPI_COMPARISON=OFF skips it; =ON makes a missing Open MPI an
 # error (AUTO, the default, skips with a message).
+
+# chorus_mpicc_executable(name SOURCES a.c ... [COMPILER wrapper] [DEPENDS header.h ...])
+# Compiles C sources with an MPI C wrapper, as users build MPI programs, into
+# ${CMAKE_CURRENT_BINARY_DIR}/name, built with `all` by the target mpicc_<name>.
+# The wrapper is Open MPI's mpicc unless COMPILER names another (chorus-mpicc).
+# Defined before the checks below, so chorus-mpicc programs build without
+# Open MPI too.
+function(chorus_mpicc_executable name)
+  cmake_parse_arguments(ARG "" "COMPILER" "SOURCES;DEPENDS" ${ARGN})
+  if(NOT ARG_COMPILER)
+    set(ARG_COMPILER ${CHORUS_MPICC})
+  endif()
+  set(target mpicc_${name})
+  set(flags -O2 -g -std=c11 -Wall -Wextra)
+  if(CHORUS_WERROR)
+    list(APPEND flags -Werror)
+  endif()
+  set(output ${CMAKE_CURRENT_BINARY_DIR}/${name})
+  list(TRANSFORM ARG_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/ OUTPUT_VARIABLE sources)
+  add_custom_command(OUTPUT ${output}
+    COMMAND ${ARG_COMPILER} ${flags} -I${CMAKE_CURRENT_SOURCE_DIR} -o ${output} ${sources} -lm
+    DEPENDS ${sources} ${ARG_DEPENDS}
+    COMMENT "${ARG_COMPILER} ${name}" VERBATIM)
+  add_custom_target(${target} ALL DEPENDS ${output})
+  set_target_properties(${target} PROPERTIES OUTPUT_FILE ${output})
+endfunction()
+
 set(CHORUS_WITH_OPENMPI_COMPARISON AUTO CACHE STRING
   "Open MPI comparison tests and benchmark (tests/openmpi, bench/mpi): AUTO, ON or OFF")
 
@@ -38,23 +65,3 @@ else()
   message(WARNING "chorus: Open MPI comparison: NOT built, its tests are skipped (${why}; "
     "apt-get install openmpi-bin libopenmpi-dev, as .ci/install-deps does)")
 endif()
-
-# chorus_mpicc_executable(name SOURCES a.c ... [DEPENDS header.h ...])
-# Compiles C sources with Open MPI's mpicc (as users build MPI programs) into
-# ${CMAKE_CURRENT_BINARY_DIR}/name, built with `all` by the target mpicc_<name>.
-function(chorus_mpicc_executable name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPENDS" ${ARGN})
-  set(target mpicc_${name})
-  set(flags -O2 -g -std=c11 -Wall -Wextra)
-  if(CHORUS_WERROR)
-    list(APPEND flags -Werror)
-  endif()
-  set(output ${CMAKE_CURRENT_BINARY_DIR}/${name})
-  list(TRANSFORM ARG_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/ OUTPUT_VARIABLE sources)
-  add_custom_command(OUTPUT ${output}
-    COMMAND ${CHORUS_MPICC} ${flags} -I${CMAKE_CURRENT_SOURCE_DIR} -o ${output} ${sources} -lm
-    DEPENDS ${sources} ${ARG_DEPENDS}
-    COMMENT "mpicc ${name}" VERBATIM)
-  add_custom_target(${target} ALL DEPENDS ${output})
-  set_target_properties(${target} PROPERTIES OUTPUT_FILE ${output})
-endfunction()
