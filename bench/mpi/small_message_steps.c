@@ -11,7 +11,11 @@
  *   slowest     max over ranks of (return - entry): what the benchmarks time
  *   entry skew  last entry - first entry: what the barrier before left
  *   after all   last return - last entry: the operation's own latency once
- *               every rank is in it, free of the skew
+ *               every rank is in it, free of the skew; the larger of
+ *   last own    the last rank to enter: its return - its entry (how long it
+ *               takes once its peers' messages are already there), and
+ *   others      the other ranks: their last return - the last entry (how
+ *               long the last rank's messages take to reach and release them)
  *   from root   (broadcast) last return - the root's entry
  *
  * Printed: the mean of "slowest" (the benchmarks' figure) and the medians of
@@ -134,7 +138,8 @@ int main(int argc, char** argv) {
   double* all = rank == 0 ? malloc(sizeof(double) * 2 * (size_t)iters * (size_t)n) : NULL;
   double *skew = malloc(sizeof(double) * (size_t)iters), *after = malloc(sizeof(double) * (size_t)iters);
   double* from_root = malloc(sizeof(double) * (size_t)iters);
-  if (!buffer || !stamps || (rank == 0 && !all) || !skew || !after || !from_root) {
+  double *last_own = malloc(sizeof(double) * (size_t)iters), *others = malloc(sizeof(double) * (size_t)iters);
+  if (!buffer || !stamps || (rank == 0 && !all) || !skew || !after || !from_root || !last_own || !others) {
     fprintf(stderr, "small_message_steps: rank %d: out of memory\n", rank);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
@@ -143,7 +148,8 @@ int main(int argc, char** argv) {
     printf("# small_message_steps: %d ranks, %d bytes, %d timed calls each alone after a barrier; times in us\n", n,
            ints * 4, iters);
     printf("# slowest = the benchmarks' figure (mean over calls of the slowest rank); the rest are medians\n");
-    printf("%-10s %8s %8s %11s %10s %10s\n", "op", "slowest", "skew", "after_all", "from_root", "min_after");
+    printf("%-10s %8s %8s %11s %9s %8s %10s %10s\n", "op", "slowest", "skew", "after_all", "last_own", "others",
+           "from_root", "min_after");
   }
   for (int o = 0; o < NUM_OPS; ++o) {
     if (!ops[o]) continue;
@@ -174,13 +180,24 @@ int main(int argc, char** argv) {
     double slowest_sum = 0, min_after = 1e30;
     for (int i = 0; i < iters; ++i) {
       double first_in = 1e300, last_in = -1e300, last_out = -1e300, slowest = 0;
+      int last_rank = 0;
       for (int r = 0; r < n; ++r) {
         double in = all[(size_t)r * 2 * iters + 2 * i], out = all[(size_t)r * 2 * iters + 2 * i + 1];
         if (in < first_in) first_in = in;
-        if (in > last_in) last_in = in;
+        if (in > last_in) {
+          last_in = in;
+          last_rank = r;
+        }
         if (out > last_out) last_out = out;
         if (out - in > slowest) slowest = out - in;
       }
+      double others_out = last_in;  // n == 1: no others
+      for (int r = 0; r < n; ++r) {
+        double out = all[(size_t)r * 2 * iters + 2 * i + 1];
+        if (r != last_rank && out > others_out) others_out = out;
+      }
+      last_own[i] = all[(size_t)last_rank * 2 * iters + 2 * i + 1] - last_in;
+      others[i] = others_out - last_in;
       slowest_sum += slowest;
       skew[i] = last_in - first_in;
       after[i] = last_out - last_in;
@@ -189,8 +206,9 @@ int main(int argc, char** argv) {
     }
     char root_text[32] = "-";
     if (o == BROADCAST) snprintf(root_text, sizeof root_text, "%.2f", median(from_root, iters));
-    printf("%-10s %8.2f %8.2f %11.2f %10s %10.2f\n", op_names[o], slowest_sum / iters, median(skew, iters),
-           median(after, iters), root_text, min_after);
+    printf("%-10s %8.2f %8.2f %11.2f %9.2f %8.2f %10s %10.2f\n", op_names[o], slowest_sum / iters,
+           median(skew, iters), median(after, iters), median(last_own, iters), median(others, iters), root_text,
+           min_after);
     fflush(stdout);
   }
   long wrong_all = 0;
@@ -205,6 +223,8 @@ int main(int argc, char** argv) {
   free(skew);
   free(after);
   free(from_root);
+  free(last_own);
+  free(others);
   MPI_Finalize();
   return wrong_all ? 1 : 0;
 }
