@@ -33,6 +33,13 @@ static _Atomic uint64_t writes, total_ns, buckets[kBuckets];
 static ssize_t (*real_write)(int, const void*, size_t);
 static int (*real_close)(int);
 
+/* Resolved before main(); a write() from an earlier constructor resolves
+ * them itself (then still on the one thread a process has that early). */
+__attribute__((constructor)) static void resolve(void) {
+  real_write = (ssize_t(*)(int, const void*, size_t))dlsym(RTLD_NEXT, "write");
+  real_close = (int (*)(int))dlsym(RTLD_NEXT, "close");
+}
+
 static uint64_t now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -54,7 +61,7 @@ static int is_uverbs(int fd) {
 }
 
 ssize_t write(int fd, const void* buffer, size_t bytes) {
-  if (real_write == NULL) real_write = (ssize_t(*)(int, const void*, size_t))dlsym(RTLD_NEXT, "write");
+  if (real_write == NULL) resolve();
   if (fd < 0 || fd >= kMaxFd || !is_uverbs(fd)) return real_write(fd, buffer, bytes);
   uint64_t start = now_ns();
   ssize_t result = real_write(fd, buffer, bytes);
@@ -67,7 +74,7 @@ ssize_t write(int fd, const void* buffer, size_t bytes) {
 }
 
 int close(int fd) {
-  if (real_close == NULL) real_close = (int (*)(int))dlsym(RTLD_NEXT, "close");
+  if (real_close == NULL) resolve();
   if (fd >= 0 && fd < kMaxFd) atomic_store_explicit(&fd_kind[fd], kUnknown, memory_order_relaxed);
   return real_close(fd);
 }
