@@ -14,7 +14,7 @@ namespace chorus::coll {
 void allgather_bruck(Context& ctx, const Args& args) {
   const int n = ctx.size();
   const int rank = ctx.rank();
-  const size_t block = args.count * datatype_size(args.dtype);
+  const size_t block = args.count * element_size(args.dtype);
   auto* work = static_cast<uint8_t*>(ctx.scratch(0, block * static_cast<size_t>(n)));
   std::memcpy(work, args.send, block);
   uint32_t round = 0;
@@ -25,7 +25,7 @@ void allgather_bruck(Context& ctx, const Args& args) {
   }
   // work[i] is the block of rank (rank + i) mod n.
   for (int i = 0; i < n; ++i) {
-    std::memcpy(at(args.recv, static_cast<size_t>(mod(rank + i, n)) * args.count, datatype_size(args.dtype)),
+    std::memcpy(at(args.recv, static_cast<size_t>(mod(rank + i, n)) * args.count, element_size(args.dtype)),
                 work + static_cast<size_t>(i) * block, block);
   }
 }

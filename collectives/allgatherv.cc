@@ -16,7 +16,7 @@ namespace chorus::coll {
 void allgatherv_ring(Context& ctx, const Args& args) {
   const int n = ctx.size();
   const int rank = ctx.rank();
-  const size_t es = datatype_size(args.dtype);
+  const size_t es = element_size(args.dtype);
   const Layout layout{args.recv_counts, args.recv_displs};
   auto place = [&](int block) { return at(args.recv, layout.offset(block), es); };
   copy_unless_same(place(rank), args.send, args.count * es);

@@ -17,7 +17,7 @@ namespace chorus::coll {
 void allreduce_recursive_doubling(Context& ctx, const Args& args) {
   const int n = ctx.size();
   const int rank = ctx.rank();
-  const size_t bytes = args.count * datatype_size(args.dtype);
+  const size_t bytes = args.count * element_size(args.dtype);
   copy_unless_same(args.recv, args.send, bytes);
   void* incoming = ctx.scratch(0, bytes);
 

@@ -53,7 +53,7 @@ struct TreeHalf {
 void allreduce_tree(Context& ctx, const Args& args) {
   const int n = ctx.size();
   const int rank = ctx.rank();
-  const size_t es = datatype_size(args.dtype);
+  const size_t es = element_size(args.dtype);
   copy_unless_same(args.recv, args.send, args.count * es);
 
   Blocks halves{args.count, 2};

@@ -12,7 +12,7 @@ namespace chorus::coll {
 void alltoall_pairwise(Context& ctx, const Args& args) {
   const int n = ctx.size();
   const int rank = ctx.rank();
-  const size_t es = datatype_size(args.dtype);
+  const size_t es = element_size(args.dtype);
   const size_t block = args.count * es;
   const void* source = args.send;
   if (args.send == args.recv) {

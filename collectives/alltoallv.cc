@@ -17,7 +17,7 @@ namespace chorus::coll {
 void alltoallv_pairwise(Context& ctx, const Args& args) {
   const int n = ctx.size();
   const int rank = ctx.rank();
-  const size_t es = datatype_size(args.dtype);
+  const size_t es = element_size(args.dtype);
   const Layout output{args.recv_counts, args.recv_displs};
   Layout input{args.send_counts, args.send_displs};
   const void* source = args.send;

@@ -189,7 +189,7 @@ void deliver_what_peers_sent(Context& ctx) { ctx.engine().progress(); }
 // allreduce (every rank keeps the result) and reduce (the root alone): every
 // rank publishes its contribution; the keepers reduce all in rank order.
 void reduce_on_board(Collective op, Context& ctx, const Args& args, bool keeps_result) {
-  const size_t bytes = args.count * datatype_size(args.dtype);
+  const size_t bytes = args.count * element_size(args.dtype);
   Boards* boards = board_for(ctx, bytes);
   if (boards == nullptr) return run_by_messages(op, bytes, ctx, args);
   BoardCall call(ctx, *boards, to_string(op).data());
@@ -211,7 +211,7 @@ void reduce_board(Context& ctx, const Args& args) {
 }
 
 void broadcast_board(Context& ctx, const Args& args) {
-  const size_t bytes = args.count * datatype_size(args.dtype);
+  const size_t bytes = args.count * element_size(args.dtype);
   Boards* boards = board_for(ctx, bytes);
   if (boards == nullptr) return run_by_messages(Collective::broadcast, bytes, ctx, args);
   BoardCall call(ctx, *boards, "broadcast");

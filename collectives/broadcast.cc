@@ -24,7 +24,7 @@ namespace chorus::coll {
 void broadcast_binomial(Context& ctx, const Args& args) {
   const int n = ctx.size();
   const int relative = mod(ctx.rank() - args.root, n);
-  const size_t bytes = args.count * datatype_size(args.dtype);
+  const size_t bytes = args.count * element_size(args.dtype);
   auto real = [&](int v) { return mod(v + args.root, n); };
   // Receive from the rank that differs in our lowest set bit.
   int mask = 1;
@@ -46,7 +46,7 @@ void broadcast_binomial(Context& ctx, const Args& args) {
 
 void broadcast_linear(Context& ctx, const Args& args) {
   const int n = ctx.size();
-  const size_t bytes = args.count * datatype_size(args.dtype);
+  const size_t bytes = args.count * element_size(args.dtype);
   if (ctx.rank() != args.root) {
     auto request = ctx.irecv(args.root, 0, args.recv, bytes);
     ctx.wait(request);
@@ -64,7 +64,7 @@ void broadcast_linear(Context& ctx, const Args& args) {
 void broadcast_pipelined(Context& ctx, const Args& args) {
   const int n = ctx.size();
   const int relative = mod(ctx.rank() - args.root, n);
-  const size_t es = datatype_size(args.dtype);
+  const size_t es = element_size(args.dtype);
   Chunks ch{args.count, chunk_elements(ctx, es)};
   const int previous = mod(ctx.rank() - 1, n);
   const int next = mod(ctx.rank() + 1, n);

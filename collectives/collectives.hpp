@@ -7,6 +7,7 @@
 // count == 0 and size == 1, and picks the algorithm with select().
 #pragma once
 
+#include "common/error.hpp"
 #include "p2p/engine.hpp"
 
 #include <chorus/chorus.hpp>

@@ -25,7 +25,7 @@ namespace chorus::coll {
 namespace {
 
 void gather_straight_to_root(Context& ctx, const Args& args, const Layout& layout) {
-  const size_t es = datatype_size(args.dtype);
+  const size_t es = element_size(args.dtype);
   if (ctx.rank() != args.root) {
     auto request = ctx.isend(args.root, 0, args.send, args.count * es);
     ctx.wait(request);
@@ -52,7 +52,7 @@ void gatherv_linear(Context& ctx, const Args& args) {
 void gather_binomial(Context& ctx, const Args& args) {
   const int n = ctx.size();
   const int v = mod(ctx.rank() - args.root, n);
-  const size_t block = args.count * datatype_size(args.dtype);
+  const size_t block = args.count * element_size(args.dtype);
   auto real = [&](int relative) { return mod(relative + args.root, n); };
   const int subtree = subtree_size(v, n);
   if (subtree == 1) {  // a leaf sends straight from its send buffer

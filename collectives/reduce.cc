@@ -18,7 +18,7 @@ namespace chorus::coll {
 void reduce_binomial(Context& ctx, const Args& args) {
   const int n = ctx.size();
   const int relative = mod(ctx.rank() - args.root, n);
-  const size_t es = datatype_size(args.dtype);
+  const size_t es = element_size(args.dtype);
   const size_t bytes = args.count * es;
   auto real = [&](int v) { return mod(v + args.root, n); };
   // Each transfer moves in pipeline chunks, each reduced as it lands (still

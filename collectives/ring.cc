@@ -115,7 +115,7 @@ struct Ring {
 }  // namespace
 
 void allreduce_ring(Context& ctx, const Args& args) {
-  const size_t es = datatype_size(args.dtype);
+  const size_t es = element_size(args.dtype);
   std::vector<p2p::Request> sends;
   const size_t n = static_cast<size_t>(ctx.size());
   // Every block of recv is written (reduced into, or received) before it is read.
@@ -126,7 +126,7 @@ void allreduce_ring(Context& ctx, const Args& args) {
 }
 
 void reduce_scatter_ring(Context& ctx, const Args& args) {
-  const size_t es = datatype_size(args.dtype);
+  const size_t es = element_size(args.dtype);
   const size_t n = static_cast<size_t>(ctx.size());
   // Reductions land in scratch (the send buffer is never modified); each
   // block's input is read from the send buffer itself.
@@ -139,7 +139,7 @@ void reduce_scatter_ring(Context& ctx, const Args& args) {
 }
 
 void allgather_ring(Context& ctx, const Args& args) {
-  const size_t es = datatype_size(args.dtype);
+  const size_t es = element_size(args.dtype);
   const size_t n = static_cast<size_t>(ctx.size());
   copy_unless_same(at(args.recv, static_cast<size_t>(ctx.rank()) * args.count, es), args.send, args.count * es);
   std::vector<p2p::Request> sends;

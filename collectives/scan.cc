@@ -27,7 +27,7 @@ namespace {
 void scan_chain(Context& ctx, const Args& args, bool exclusive) {
   const int n = ctx.size();
   const int rank = ctx.rank();
-  const size_t es = datatype_size(args.dtype);
+  const size_t es = element_size(args.dtype);
   const size_t bytes = args.count * es;
   const Chunks ch{args.count, chunk_elements(ctx, es)};
   const bool has_next = rank + 1 < n;
@@ -67,7 +67,7 @@ void scan_chain(Context& ctx, const Args& args, bool exclusive) {
 void scan_doubling(Context& ctx, const Args& args, bool exclusive) {
   const int n = ctx.size();
   const int rank = ctx.rank();
-  const size_t es = datatype_size(args.dtype);
+  const size_t es = element_size(args.dtype);
   const size_t bytes = args.count * es;
   // partial: the reduction of the 2^k ranks ending at this one. For scan it
   // is the result, so it lives in the receive buffer.

@@ -23,7 +23,7 @@ namespace chorus::coll {
 namespace {
 
 void scatter_straight_from_root(Context& ctx, const Args& args, const Layout& layout) {
-  const size_t es = datatype_size(args.dtype);
+  const size_t es = element_size(args.dtype);
   if (ctx.rank() != args.root) {
     auto request = ctx.irecv(args.root, 0, args.recv, args.count * es);
     ctx.wait(request);
@@ -52,7 +52,7 @@ void scatterv_linear(Context& ctx, const Args& args) {
 void scatter_binomial(Context& ctx, const Args& args) {
   const int n = ctx.size();
   const int v = mod(ctx.rank() - args.root, n);
-  const size_t block = args.count * datatype_size(args.dtype);
+  const size_t block = args.count * element_size(args.dtype);
   const auto ranks = static_cast<size_t>(n);
   auto real = [&](int relative) { return mod(relative + args.root, n); };
   const int subtree = subtree_size(v, n);

@@ -5,7 +5,7 @@
 namespace chorus::coll {
 
 void run_alone(Collective op, const Args& args) {
-  const size_t es = datatype_size(args.dtype);
+  const size_t es = element_size(args.dtype);
   auto first = [&](std::span<const size_t> displs) { return displs.empty() ? 0 : displs[0]; };
   switch (op) {
     case Collective::gather:

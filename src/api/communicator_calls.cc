@@ -83,8 +83,8 @@ std::string describe_record(const CallRecord& r) {
 }  // namespace
 
 size_t payload_bytes(Collective op, const coll::Args& args, int size) {
-  if (is_block_collective(op)) return block_collective_elements(op, args, size) * datatype_size(args.dtype);
-  size_t bytes = args.count * datatype_size(args.dtype);
+  if (is_block_collective(op)) return block_collective_elements(op, args, size) * element_size(args.dtype);
+  size_t bytes = args.count * element_size(args.dtype);
   switch (op) {
     case Collective::allgather:
     case Collective::reduce_scatter:
@@ -98,7 +98,7 @@ size_t payload_bytes(Collective op, const coll::Args& args, int size) {
 }
 
 void CommunicatorImpl::validate(Collective op, const coll::Args& args) const {
-  const std::string_view name = to_string(op);
+  const std::string_view name = collective_name(op);
   if (static_cast<unsigned>(args.dtype) >= static_cast<unsigned>(kNumDataTypes)) {
     fail(Status::invalid_argument, name, ": invalid datatype value ", static_cast<int>(args.dtype));
   }
@@ -109,7 +109,7 @@ void CommunicatorImpl::validate(Collective op, const coll::Args& args) const {
     fail(Status::invalid_argument, name, ": root ", args.root, " is not a rank of this communicator (0..", size() - 1,
          ")");
   }
-  const size_t elem = datatype_size(args.dtype);
+  const size_t elem = element_size(args.dtype);
   const size_t ranks = static_cast<size_t>(size());
   if (args.count > kMaxCallBytes / elem / ranks) {
     fail(Status::invalid_argument, name, ": count ", args.count, " of ", to_string(args.dtype), " on ", ranks,
@@ -129,6 +129,13 @@ void CommunicatorImpl::validate(Collective op, const coll::Args& args) const {
 const coll::Algorithm& CommunicatorImpl::choose(Collective op, size_t bytes) const {
   const coll::Algorithm* forced = forced_[static_cast<size_t>(op)];
   if (forced != nullptr) return *forced;
+  Choice& last = last_choice_[static_cast<size_t>(op)];
+  if (last.bytes == bytes && last.algorithm != nullptr) return *last.algorithm;
+  last = Choice{bytes, &choose_from_table(op, bytes)};
+  return *last.algorithm;
+}
+
+const coll::Algorithm& CommunicatorImpl::choose_from_table(Collective op, size_t bytes) const {
   // Where the ranks share memory, small calls run on the board (board.cc).
   if (session_->settings.board_bytes != 0 && bytes <= session_->settings.board_bytes &&
       context_id_ < transport::kBoardContexts &&
@@ -151,7 +158,7 @@ void CommunicatorImpl::run_single_rank(Collective op, const coll::Args& args) {
 }
 
 void CommunicatorImpl::run(Collective op, const coll::Args& args) {
-  CallScope scope(*this, to_string(op).data());
+  CallScope scope(*this, collective_name(op).data());
   std::lock_guard lock(session_->mutex);
   check_usable();
   run_locked(op, args);
@@ -159,7 +166,7 @@ void CommunicatorImpl::run(Collective op, const coll::Args& args) {
 
 void CommunicatorImpl::run_locked(Collective op, const coll::Args& user_args) {
   validate(op, user_args);
-  note_call(++*calls_made_, to_string(op), -1);
+  note_call(++*calls_made_, collective_name(op), -1);
   if (size() == 1) return run_single_rank(op, user_args);
   execute(prepare(op, user_args, scratch_), scratch_, nullptr);
 }
@@ -176,7 +183,7 @@ PreparedCall CommunicatorImpl::prepare(Collective op, const coll::Args& user_arg
   if (op != Collective::barrier && count && *count == 0) return prepared;
   if (op == Collective::reduce && prepared.args.recv == nullptr) {
     // MPI lets non-roots pass no receive buffer; algorithms may still use one.
-    prepared.args.recv = scratch.get(3, prepared.args.count * datatype_size(prepared.args.dtype));
+    prepared.args.recv = scratch.get(3, prepared.args.count * element_size(prepared.args.dtype));
   }
   prepared.call = p2p::CallTag::collective(context_id_, sequence_++);
   prepared.digest = call_digest(op, prepared.args, *prepared.algorithm);
@@ -184,7 +191,7 @@ PreparedCall CommunicatorImpl::prepare(Collective op, const coll::Args& user_arg
 }
 
 void CommunicatorImpl::execute(const PreparedCall& call, coll::Scratch& scratch, coll::Suspender* suspender) {
-  const char* name = to_string(call.op).data();
+  const char* name = collective_name(call.op).data();
   const coll::Algorithm& algorithm = *call.algorithm;
   if (call.check_call) {
     guarded(name, [&] {

@@ -205,6 +205,7 @@ class CommunicatorImpl {
   void check_user_tag(const char* what, int tag, bool wildcard_allowed) const;
   std::optional<Received> probe_once(const char* what, int peer, int tag);  // under the lock
   const coll::Algorithm& choose(Collective op, size_t bytes) const;
+  const coll::Algorithm& choose_from_table(Collective op, size_t bytes) const;
   void set_members(std::vector<int> engine_ranks, int rank);
   // Records the call in progress for the failure probe; `calls` 0 = point-to-point.
   void note_call(uint64_t calls, std::string_view what, int peer);
@@ -226,6 +227,14 @@ class CommunicatorImpl {
   int outstanding_operations_ = 0;                             // non-blocking collectives not yet complete
   coll::Tuning tuning_;
   std::array<const coll::Algorithm*, kNumCollectives> forced_{};  // nullptr = table
+  // choose()'s last table answer per collective: programs repeat one size,
+  // and the walk through the rules costs more than the rest of a call's
+  // setup. The answer depends only on (op, bytes) for a communicator.
+  struct Choice {
+    size_t bytes = SIZE_MAX;
+    const coll::Algorithm* algorithm = nullptr;
+  };
+  mutable std::array<Choice, kNumCollectives> last_choice_{};
   uint64_t sequence_ = 0;
   uint64_t* calls_made_ = nullptr;  // this communicator's entry in Session::calls_made
   // The failure that made the communicator unusable (check_usable): set by

@@ -16,24 +16,7 @@ std::string errno_string(int err) {
 }
 
 size_t datatype_size(DataType dtype) {
-  switch (dtype) {
-    case DataType::int8:
-    case DataType::uint8:
-      return 1;
-    case DataType::int16:
-    case DataType::uint16:
-    case DataType::float16:
-    case DataType::bfloat16:
-      return 2;
-    case DataType::int32:
-    case DataType::uint32:
-    case DataType::float32:
-      return 4;
-    case DataType::int64:
-    case DataType::uint64:
-    case DataType::float64:
-      return 8;
-  }
+  if (const size_t bytes = element_size(dtype); bytes != 0) return bytes;
   throw Error(Status::invalid_argument, concat("invalid datatype value ", static_cast<int>(dtype)));
 }
 
@@ -50,13 +33,7 @@ std::string_view to_string(ReduceOp op) {
   return index < std::size(names) ? names[index] : std::string_view("invalid-op");
 }
 
-std::string_view to_string(Collective op) {
-  static constexpr std::string_view names[] = {
-      "allreduce", "broadcast", "barrier",  "reduce",     "allgather", "reduce_scatter", "alltoall", "gather",
-      "gatherv",   "scatter",   "scatterv", "allgatherv", "alltoallv", "scan",           "exscan"};
-  auto index = static_cast<unsigned>(op);
-  return index < std::size(names) ? names[index] : std::string_view("invalid-collective");
-}
+std::string_view to_string(Collective op) { return collective_name(op); }
 
 std::string_view to_string(Status status) {
   static constexpr std::string_view names[] = {

@@ -52,15 +52,20 @@ Engine::Impl::Impl(transport::Transport& transport, int rank, int size, int loca
 Request Engine::Impl::isend(int peer, Tag tag, const void* buffer, size_t bytes, uint32_t call_check) {
   check_peer(peer, "send to");
   check_buffer(buffer, bytes, "send");
+  const bool eager = bytes <= eager_limit_;
+  if (eager && !peer_failures_[static_cast<size_t>(peer)]) {
+    MessageHeader header{MessageType::eager, tag, bytes, call_check};
+    transport_.post_eager(peer, &header, sizeof header, buffer, bytes);
+    ++counters_.eager_sent;
+    // The transport copied the bytes: done, with no slot to allocate or free.
+    return Request{Request::kFinishedSend, static_cast<uint32_t>(peer)};
+  }
   auto [request, slot] = allocate(Slot::Kind::send, peer, tag);
   slot.buffer = const_cast<void*>(buffer);
   slot.capacity = bytes;
-  slot.result = Completion{peer, tag, bytes};
-  if (bytes <= eager_limit_) {
-    MessageHeader header{MessageType::eager, tag, bytes, call_check};
-    transport_.post_eager(peer, &header, sizeof header, buffer, bytes);
-    slot.state = Slot::State::done;  // the transport copied the bytes
-    ++counters_.eager_sent;
+  slot.result = Completion{peer};
+  if (eager) {
+    slot.state = Slot::State::done;  // fails just below: the peer has failed
   } else {
     slot.registration = reg_cache_.acquire(buffer, bytes);
     RtsMessage rts{};
@@ -90,7 +95,7 @@ Request Engine::Impl::irecv(int peer, Tag tag, void* buffer, size_t bytes, Tag m
     const Unexpected& message = found->second;
     const bool eager = message.type == MessageType::eager;
     deliver(request.slot, found->first, message.tag, message.call_check, message.length,
-            eager ? message.payload.data() : nullptr, eager ? nullptr : &message.rts);
+            eager ? message.payload() : nullptr, eager ? nullptr : &message.rts);
     if (!eager) flush_deferred();
     return request;
   }
@@ -109,7 +114,7 @@ Request Engine::Impl::irecv(int peer, Tag tag, void* buffer, size_t bytes, Tag m
 }
 
 bool Engine::Impl::test(Request& request, Completion* done) {
-  poll_transport();
+  poll_transport();  // a test progresses, even when its request is done
   return reap(request, done);
 }
 
@@ -232,9 +237,9 @@ void Engine::Impl::arrive(int source, const MessageHeader& header, const uint8_t
   }
   ++counters_.unexpected;
   fail_receives_of_other_calls(source, header.tag, header.call_check);
-  Unexpected message{header.tag, header.type, header.call_check, header.length, {}, {}};
+  Unexpected message{header.tag, header.type, header.call_check, header.length};
   if (rts == nullptr) {
-    message.payload.assign(payload, payload + header.length);
+    message.keep_payload(payload);
   } else {
     message.rts = *rts;
   }

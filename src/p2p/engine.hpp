@@ -30,17 +30,24 @@
 namespace chorus::p2p {
 
 // Handle of an outstanding operation; cheap to copy. A handle is consumed by
-// the wait()/test() that reports its completion.
+// the wait()/test() that reports its completion. An eager send the transport
+// copied at once takes no slot: its handle is born finished (slot
+// kFinishedSend, the destination in `generation`), which saves a small
+// message the slot's allocation, reset and release.
 struct Request {
+  static constexpr uint32_t kFinishedSend = UINT32_MAX - 1;
   uint32_t slot = UINT32_MAX;
   uint32_t generation = 0;
   bool valid() const { return slot != UINT32_MAX; }
+  bool finished_send() const { return slot == kFinishedSend; }
 };
 
+// What an operation moved. Receives report the matched message; sends only
+// their destination (tag and bytes 0: the caller knows what it sent).
 struct Completion {
   int source = -1;   // sender's rank (receives), or the destination (sends)
-  Tag tag = 0;       // the matched tag
-  size_t bytes = 0;  // bytes transferred
+  Tag tag = 0;       // the matched tag (receives)
+  size_t bytes = 0;  // bytes received (receives)
 };
 
 struct Counters {

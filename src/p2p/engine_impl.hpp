@@ -11,7 +11,9 @@
 #include "p2p/reg_cache.hpp"
 #include "p2p/wire.hpp"
 
+#include <array>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <optional>
@@ -71,14 +73,33 @@ struct Slot {
   }
 };
 
-// A message that arrived before its receive was posted.
+// A message that arrived before its receive was posted. A small eager
+// payload (the common case: a peer one step ahead in a small collective) is
+// kept inline, so queueing and taking it allocates nothing.
 struct Unexpected {
+  static constexpr size_t kInlinePayload = 64;
+
+  Unexpected(Tag message_tag, MessageType message_type, uint32_t check, size_t bytes)
+      : tag(message_tag), type(message_type), call_check(check), length(bytes) {}
+
   Tag tag;
   MessageType type;
   uint32_t call_check;
   size_t length;
-  std::vector<uint8_t> payload;  // eager only
-  RtsBody rts{};                 // rendezvous only
+  RtsBody rts{};  // rendezvous only
+
+  void keep_payload(const uint8_t* payload) {
+    if (length <= kInlinePayload) {
+      if (length != 0) std::memcpy(inline_payload_.data(), payload, length);
+    } else {
+      heap_payload_.assign(payload, payload + length);
+    }
+  }
+  const uint8_t* payload() const { return length <= kInlinePayload ? inline_payload_.data() : heap_payload_.data(); }
+
+ private:
+  std::array<uint8_t, kInlinePayload> inline_payload_;  // eager, up to kInlinePayload bytes
+  std::vector<uint8_t> heap_payload_;                   // eager, larger
 };
 
 // Both tags name the same call, on the bits the receive says name a call.
@@ -118,7 +139,7 @@ class Engine::Impl final : public transport::Sink {
   void set_failure_probe(std::function<std::optional<Error>()> probe) { failure_probe_ = std::move(probe); }
   std::optional<Error> probe_failure() { return failure_probe_ ? failure_probe_() : std::nullopt; }
   void set_progress_hook(std::function<int()> hook) { progress_hook_ = std::move(hook); }
-  bool finished(const Request& request) const { return finished(lookup(request)); }
+  bool finished(const Request& request) const { return request.finished_send() || finished(lookup(request)); }
   size_t unexpected_count() const { return unexpected_.size(); }
   Error timeout_error(const Request& request) { return timeout_error(lookup(request)); }
 
@@ -168,6 +189,11 @@ class Engine::Impl final : public transport::Sink {
 
   // Frees a finished request's slot and reports its outcome.
   bool reap(Request& request, Completion* done) {
+    if (request.finished_send()) {
+      if (done != nullptr) *done = Completion{static_cast<int>(request.generation)};
+      request = Request{};
+      return true;
+    }
     Slot& slot = lookup(request);
     if (!finished(slot)) return false;
     std::optional<Error> error = std::move(slot.error);

@@ -18,8 +18,10 @@ constexpr int kEmptyPollsPerClockRead = 32;
 }  // namespace
 
 Completion Engine::Impl::wait(Request& request) {
-  Slot& slot = lookup(request);
-  if (!finished(slot)) progress_until(slot, [&] { return finished(slot); });
+  if (!request.finished_send()) {
+    Slot& slot = lookup(request);
+    if (!finished(slot)) progress_until(slot, [&] { return finished(slot); });
+  }
   Completion done;
   reap(request, &done);
   return done;
@@ -32,6 +34,7 @@ void Engine::Impl::wait_all(std::span<Request> requests) {
 }
 
 void Engine::Impl::progress_until(const Request& request, const std::function<bool()>& stop) {
+  if (request.finished_send()) return;
   const Slot& slot = lookup(request);
   const uint32_t generation = request.generation;
   progress_until(slot, [&] { return slot.generation != generation || finished(slot) || stop(); });

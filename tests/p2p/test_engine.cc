@@ -63,7 +63,7 @@ TEST_P(EngineSizes, SendRecvBothOrders) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AcrossEagerLimit, EngineSizes,
-                         ::testing::Values(0, 1, 1000, 1024, 1025, 4096, 4097, 100000, 3 << 20));
+                         ::testing::Values(0, 1, 64, 65, 1000, 1024, 1025, 4096, 4097, 100000, 3 << 20));
 
 TEST(Engine, RendezvousUsesReadsEagerDoesNot) {
   run_ranks(
@@ -254,6 +254,48 @@ TEST(Engine, BadArgumentsAreRejected) {
     p2p::Request never_posted;
     EXPECT_THROW(engine.wait(never_posted), Error);
   });
+}
+
+// An eager send is finished when isend returns (the transport copied it),
+// without a request slot; its handle still behaves as any other: finished(),
+// test() and wait() report the destination once, then the handle is spent.
+// A rendezvous send is not finished until the peer has read it.
+TEST(Engine, CopiedEagerSendIsFinishedAtOnce) {
+  run_ranks(
+      2,
+      [](p2p::Engine& engine, int rank) {
+        auto small = pattern(100, 3);
+        auto large = pattern(5000, 4);
+        if (rank == 0) {
+          p2p::Request eager = engine.isend(1, 1, small.data(), small.size());
+          ASSERT_TRUE(eager.valid());
+          EXPECT_TRUE(eager.finished_send());
+          EXPECT_TRUE(engine.finished(eager));
+          small.assign(small.size(), 0);  // the buffer is the caller's again
+          p2p::Completion done;
+          EXPECT_TRUE(engine.test(eager, &done));
+          EXPECT_EQ(done.source, 1);
+          EXPECT_FALSE(eager.valid());
+          EXPECT_THROW(engine.wait(eager), Error);
+          p2p::Request second = engine.isend(1, 2, small.data(), small.size());
+          EXPECT_EQ(engine.wait(second).source, 1);
+          p2p::Request rendezvous = engine.isend(1, 3, large.data(), large.size());
+          EXPECT_FALSE(rendezvous.finished_send());
+          EXPECT_EQ(engine.wait(rendezvous).source, 1);
+        } else {
+          std::vector<uint8_t> got(small.size()), zeros(small.size()), got_large(large.size());
+          auto first = engine.irecv(0, 1, got.data(), got.size());
+          EXPECT_EQ(engine.wait(first).bytes, small.size());
+          EXPECT_EQ(got, small) << "the eager message changed after isend returned";
+          auto second = engine.irecv(0, 2, got.data(), got.size());
+          engine.wait(second);
+          EXPECT_EQ(got, zeros);
+          auto third = engine.irecv(0, 3, got_large.data(), got_large.size());
+          EXPECT_EQ(engine.wait(third).bytes, large.size());
+          EXPECT_EQ(got_large, large);
+        }
+      },
+      small_eager_settings());
 }
 
 // Many ranks exchanging with everyone at once, mixed sizes.
