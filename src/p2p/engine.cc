@@ -65,7 +65,9 @@ Request Engine::Impl::isend(int peer, Tag tag, const void* buffer, size_t bytes,
   slot.capacity = bytes;
   slot.result = Completion{peer};
   if (eager) {
-    slot.state = Slot::State::done;  // fails just below: the peer has failed
+    // The peer has failed: nothing is sent, and the request fails just below
+    // (fail_slot leaves finished requests alone, so it must not look done).
+    slot.state = Slot::State::posted;
   } else {
     slot.registration = reg_cache_.acquire(buffer, bytes);
     RtsMessage rts{};

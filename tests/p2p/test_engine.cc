@@ -298,6 +298,79 @@ TEST(Engine, CopiedEagerSendIsFinishedAtOnce) {
       small_eager_settings());
 }
 
+namespace {
+// Rank 0's transport, reporting at its first poll that `failed` has failed
+// (as a transport does when it loses a peer), and counting eager posts.
+class PeerFailingTransport final : public transport::Transport {
+ public:
+  PeerFailingTransport(transport::Transport& inner, int failed) : inner_(inner), failed_(failed) {}
+  int eager_posted = 0;
+
+  std::string name() const override { return inner_.name(); }
+  transport::Blob address() override { return inner_.address(); }
+  void connect(const std::vector<transport::Blob>& peers) override { inner_.connect(peers); }
+  size_t max_eager_bytes() const override { return inner_.max_eager_bytes(); }
+  void post_eager(int peer, const void* header, size_t header_bytes, const void* payload,
+                  size_t payload_bytes) override {
+    ++eager_posted;
+    inner_.post_eager(peer, header, header_bytes, payload, payload_bytes);
+  }
+  std::unique_ptr<transport::MemoryRegion> register_memory(void* base, size_t length) override {
+    return inner_.register_memory(base, length);
+  }
+  void post_read(int peer, transport::RemoteBuffer remote, transport::MemoryRegion& local, size_t local_offset,
+                 size_t bytes, uint64_t context) override {
+    inner_.post_read(peer, remote, local, local_offset, bytes, context);
+  }
+  int poll(transport::Sink& sink) override {
+    if (!reported_) {
+      reported_ = true;
+      sink.on_error(0, failed_, Error(Status::peer_failed, "the test's rank 1 is gone", failed_));
+      return 1;
+    }
+    return inner_.poll(sink);
+  }
+  int wait_fd() override { return inner_.wait_fd(); }
+  bool arm() override { return inner_.arm(); }
+
+ private:
+  transport::Transport& inner_;
+  int failed_;
+  bool reported_ = false;
+};
+}  // namespace
+
+// An eager send to a peer the transport has reported failed posts nothing
+// and fails with the peer's error (it cannot be born finished); one to a
+// live peer is still finished at once.
+TEST(Engine, EagerSendToAFailedPeerFails) {
+  transport::InprocFabric fabric(3);
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  for (int r = 0; r < 3; ++r) transports.push_back(fabric.make_transport(r));
+  std::vector<transport::Blob> addresses;
+  for (auto& t : transports) addresses.push_back(t->address());
+  for (auto& t : transports) t->connect(addresses);
+  PeerFailingTransport failing(*transports[0], 1);
+  p2p::Engine engine(failing, 0, 3, 3, test_settings());
+  engine.progress();  // learns that rank 1 failed
+  int value = 7;
+  p2p::Request to_failed = engine.isend(1, 1, &value, sizeof value);
+  EXPECT_FALSE(to_failed.finished_send());
+  EXPECT_TRUE(engine.finished(to_failed));
+  try {
+    engine.wait(to_failed);
+    ADD_FAILURE() << "a send to a failed peer succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::peer_failed) << e.what();
+    EXPECT_EQ(e.peer(), 1);
+  }
+  EXPECT_EQ(failing.eager_posted, 0) << "a message was posted to the failed peer";
+  p2p::Request to_live = engine.isend(2, 1, &value, sizeof value);
+  EXPECT_TRUE(to_live.finished_send());
+  EXPECT_EQ(engine.wait(to_live).source, 2);
+  EXPECT_EQ(failing.eager_posted, 1);
+}
+
 // Many ranks exchanging with everyone at once, mixed sizes.
 TEST(Engine, AllToAllMixedSizes) {
   for (int size : {3, 5, 8}) {
