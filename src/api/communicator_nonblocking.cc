@@ -113,13 +113,6 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
   guarded("isend", [&] {
     operation->request = session_->engine->isend(engine_peer, p2p::CallTag::point_to_point(context_id_, tag), buf, bytes);
   });
-  if (operation->request.finished_send()) {
-    // Copied by the transport: complete already, nothing for progress to do.
-    operation->completion = p2p::Completion{engine_peer};
-    operation->request = p2p::Request{};
-    operation->complete.store(true, std::memory_order_release);
-    return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
-  }
   operation->on_complete = [this](nb::Operation& done) {
     if (done.error && !sticky_error_) {
       done.error = become_unusable(

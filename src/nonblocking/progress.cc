@@ -128,8 +128,10 @@ void Progress::start_collective(const std::shared_ptr<Operation>& operation, std
 }
 
 void Progress::start_point_to_point(const std::shared_ptr<Operation>& operation, bool large) {
+  // One already complete (an eager send the transport copied, a receive
+  // whose message had arrived) never joins the list, nor wakes the thread.
+  if (step(*operation) == Step::completed) return finish(*operation);
   add(operation, large);
-  if (step(*operation) == Step::completed) remove(*operation);
 }
 
 Progress::Step Progress::step(Operation& operation) {

@@ -299,42 +299,31 @@ TEST(Engine, CopiedEagerSendIsFinishedAtOnce) {
 }
 
 namespace {
-// Rank 0's transport, reporting at its first poll that `failed` has failed
-// (as a transport does when it loses a peer), and counting eager posts.
+// Rank 0's transport, as the other tests' stubs: it reports at its first
+// poll that `failed` has failed (as a transport does when it loses a peer),
+// and counts the eager messages posted to it.
 class PeerFailingTransport final : public transport::Transport {
  public:
-  PeerFailingTransport(transport::Transport& inner, int failed) : inner_(inner), failed_(failed) {}
+  explicit PeerFailingTransport(int failed) : failed_(failed) {}
   int eager_posted = 0;
 
-  std::string name() const override { return inner_.name(); }
-  transport::Blob address() override { return inner_.address(); }
-  void connect(const std::vector<transport::Blob>& peers) override { inner_.connect(peers); }
-  size_t max_eager_bytes() const override { return inner_.max_eager_bytes(); }
-  void post_eager(int peer, const void* header, size_t header_bytes, const void* payload,
-                  size_t payload_bytes) override {
-    ++eager_posted;
-    inner_.post_eager(peer, header, header_bytes, payload, payload_bytes);
-  }
-  std::unique_ptr<transport::MemoryRegion> register_memory(void* base, size_t length) override {
-    return inner_.register_memory(base, length);
-  }
-  void post_read(int peer, transport::RemoteBuffer remote, transport::MemoryRegion& local, size_t local_offset,
-                 size_t bytes, uint64_t context) override {
-    inner_.post_read(peer, remote, local, local_offset, bytes, context);
-  }
+  std::string name() const override { return "peer-failing"; }
+  transport::Blob address() override { return {}; }
+  void connect(const std::vector<transport::Blob>&) override {}
+  size_t max_eager_bytes() const override { return 4096; }
+  void post_eager(int, const void*, size_t, const void*, size_t) override { ++eager_posted; }
+  std::unique_ptr<transport::MemoryRegion> register_memory(void*, size_t) override { return nullptr; }
+  void post_read(int, transport::RemoteBuffer, transport::MemoryRegion&, size_t, size_t, uint64_t) override {}
   int poll(transport::Sink& sink) override {
-    if (!reported_) {
-      reported_ = true;
-      sink.on_error(0, failed_, Error(Status::peer_failed, "the test's rank 1 is gone", failed_));
-      return 1;
-    }
-    return inner_.poll(sink);
+    if (reported_) return 0;
+    reported_ = true;
+    sink.on_error(0, failed_, Error(Status::peer_failed, "the test's rank 1 is gone", failed_));
+    return 1;
   }
-  int wait_fd() override { return inner_.wait_fd(); }
-  bool arm() override { return inner_.arm(); }
+  int wait_fd() override { return -1; }
+  bool arm() override { return false; }
 
  private:
-  transport::Transport& inner_;
   int failed_;
   bool reported_ = false;
 };
@@ -344,13 +333,7 @@ class PeerFailingTransport final : public transport::Transport {
 // and fails with the peer's error (it cannot be born finished); one to a
 // live peer is still finished at once.
 TEST(Engine, EagerSendToAFailedPeerFails) {
-  transport::InprocFabric fabric(3);
-  std::vector<std::unique_ptr<transport::Transport>> transports;
-  for (int r = 0; r < 3; ++r) transports.push_back(fabric.make_transport(r));
-  std::vector<transport::Blob> addresses;
-  for (auto& t : transports) addresses.push_back(t->address());
-  for (auto& t : transports) t->connect(addresses);
-  PeerFailingTransport failing(*transports[0], 1);
+  PeerFailingTransport failing(1);
   p2p::Engine engine(failing, 0, 3, 3, test_settings());
   engine.progress();  // learns that rank 1 failed
   int value = 7;
