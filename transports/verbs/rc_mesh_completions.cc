@@ -5,6 +5,7 @@
 #include "transports/verbs/rc_mesh_transport.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 namespace chorus::transport::verbs {
@@ -31,7 +32,8 @@ std::string RcMeshTransport::describe_peer(int p) {
   const RcPeer& peer = peers_[static_cast<size_t>(p)];
   if (peer.qp == nullptr) return {};
   return concat("QP 0x", std::hex, peer.qp->qp_num, std::dec, " to rank ", p, " in state ", query_qp_state(peer.qp),
-                ", ", flow_.describe(p), flow_.failed(p) ? ", connection failed" : "");
+                ", ", flow_.describe(p), ", ", peer.unposted.size(), " used receives awaiting their batched repost",
+                flow_.failed(p) ? ", connection failed" : "");
 }
 
 // While messages wait, refuse to block: their credit arrives by an RDMA
@@ -56,6 +58,38 @@ void RcMeshTransport::post_receive(int p, uint32_t slot) {
     check_rc(ibv_post_recv(peers_[static_cast<size_t>(p)].qp, &wr, &bad),
              [&] { return concat("ibv_post_recv (eager buffer for rank ", p, ")"); }, p);
   }
+}
+
+void RcMeshTransport::repost_receive(int p, uint32_t slot) {
+  if (srq_ || repost_batch_ <= 1) {
+    post_receive(p, slot);
+    flow_.on_reposted(p);
+    return;
+  }
+  std::vector<uint32_t>& unposted = peers_[static_cast<size_t>(p)].unposted;
+  unposted.push_back(slot);
+  if (unposted.size() >= repost_batch_) post_receive_batch(p, unposted);
+}
+
+// One chain, one call. Credits are granted only for what was posted; if the
+// post fails the QP is broken and the error names the peer.
+void RcMeshTransport::post_receive_batch(int p, std::vector<uint32_t>& slots) {
+  std::array<ibv_sge, kMaxRepostBatch> sges{};
+  std::array<ibv_recv_wr, kMaxRepostBatch> wrs{};
+  const size_t n = slots.size();
+  for (size_t i = 0; i < n; ++i) {
+    sges[i] = ibv_sge{reinterpret_cast<uintptr_t>(&recv_slab_[slots[i] * slot_bytes()]),
+                      static_cast<uint32_t>(slot_bytes()), recv_mr_->lkey};
+    wrs[i].wr_id = make_wr_id(static_cast<uint64_t>(WrKind::recv), p, slots[i]);
+    wrs[i].sg_list = &sges[i];
+    wrs[i].num_sge = 1;
+    wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
+  }
+  ibv_recv_wr* bad = nullptr;
+  check_rc(ibv_post_recv(peers_[static_cast<size_t>(p)].qp, wrs.data(), &bad),
+           [&] { return concat("ibv_post_recv (", n, " eager buffers for rank ", p, ")"); }, p);
+  slots.clear();
+  for (size_t i = 0; i < n; ++i) flow_.on_reposted(p);
 }
 
 void RcMeshTransport::complete(Sink& sink, const ibv_wc& wc) {
@@ -102,8 +136,7 @@ void RcMeshTransport::receive(Sink& sink, const ibv_wc& wc) {
   std::memcpy(&header, data, rc::kEagerHeaderBytes);
   flow_.on_received(p, header.granted);
   sink.on_eager(p, data + rc::kEagerHeaderBytes, wc.byte_len - rc::kEagerHeaderBytes);
-  post_receive(p, slot);  // after the sink is done with the bytes
-  flow_.on_reposted(p);
+  repost_receive(p, slot);  // after the sink is done with the bytes
 }
 
 // On an error completion only wr_id, status, qp_num and vendor_err are valid.

@@ -34,11 +34,8 @@ FlowControl::FlowControl(const FlowParams& params) : params_(params) {
   }
 }
 
-FlowControl::Peer& FlowControl::peer_at(int peer, const char* what) {
-  if (peer < 0 || peer >= params_.size) {
-    fail(Status::internal, "verbs flow control: ", what, " for rank ", peer, ", not in 0..", params_.size - 1);
-  }
-  return peers_[static_cast<size_t>(peer)];
+void FlowControl::not_a_peer(int peer, const char* what) const {
+  fail(Status::internal, "verbs flow control: ", what, " for rank ", peer, ", not in 0..", params_.size - 1);
 }
 
 void FlowControl::connect_peer(int peer, uint32_t remote_credits, int max_reads) {

@@ -153,7 +153,12 @@ class FlowControl {
     std::deque<PendingRead> reads;
   };
 
-  Peer& peer_at(int peer, const char* what);
+  // Inline: several calls per message; the error path stays out of line.
+  Peer& peer_at(int peer, const char* what) {
+    if (peer < 0 || peer >= params_.size) [[unlikely]] not_a_peer(peer, what);
+    return peers_[static_cast<size_t>(peer)];
+  }
+  [[noreturn]] void not_a_peer(int peer, const char* what) const;
   bool try_send(int peer, const void* header, size_t header_bytes, const void* payload, size_t payload_bytes,
                 Poster& poster);
   bool send_credit_write(int peer, Poster& poster);

@@ -47,7 +47,8 @@ RcMeshTransport::RcMeshTransport(int rank, int size, const VerbsOptions& options
   }
   log::info("verbs: ", port_.device, " port ", port_.port, " (", port_.reason, "), active MTU ",
             mtu_string(port_.attr.active_mtu), ", ", settings_.srq ? "SRQ of " : "receive buffers per QP: ",
-            settings_.srq ? srq_buffers_ : credits_, ", credits per peer ", credits_, ", CQ ", cq_entries_,
+            settings_.srq ? srq_buffers_ : credits_, settings_.srq ? "" : concat(" (reposted ", repost_batch_, " at a time)"),
+            ", credits per peer ", credits_, ", CQ ", cq_entries_,
             " entries on completion vector ", completion_vector_, ", connect via ", settings_.connect);
 }
 
@@ -116,6 +117,7 @@ void RcMeshTransport::plan_queues() {
     }
   } else {
     credits_ = static_cast<uint32_t>(depth);
+    repost_batch_ = std::clamp<uint32_t>(credits_ / 8, 1, kMaxRepostBatch);
   }
   const int reads = std::min(device_attr_.max_qp_init_rd_atom, kMaxReadsPerQp);
   sq_capacity_ = static_cast<int>(credits_) + std::max(reads, 1) + kSpareSendSlots;
@@ -212,6 +214,7 @@ void RcMeshTransport::attach_qp(int p, ibv_qp* qp) {
   flow_.set_inline_limit(std::min<size_t>(max_inline_, kRequestedInline));
   if (!srq_) {
     for (uint32_t i = 0; i < credits_; ++i) post_receive(p, static_cast<uint32_t>(p) * credits_ + i);
+    peers_[static_cast<size_t>(p)].unposted.reserve(repost_batch_);
   }
 }
 

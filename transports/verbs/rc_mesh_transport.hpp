@@ -94,6 +94,9 @@ class RcMeshTransport : public Transport, private rc::Poster {
     QpPtr owned_qp;  // bootstrap mode; rdma_cm owns its QPs
     uint64_t remote_mailbox = 0;
     uint32_t remote_mailbox_rkey = 0;
+    // Receive buffers this peer used and we have not posted again yet
+    // (per-QP mode): reposted `repost_batch_` at a time, in one post.
+    std::vector<uint32_t> unposted;
   };
 
   struct ReadOp {
@@ -129,6 +132,9 @@ class RcMeshTransport : public Transport, private rc::Poster {
   uint32_t allocate_read_op(ReadJob* job);
   // completions (rc_mesh_completions.cc)
   void post_receive(int peer, uint32_t slot);
+  // A used receive buffer goes back to the QP (or SRQ); per QP, batched.
+  void repost_receive(int peer, uint32_t slot);
+  void post_receive_batch(int peer, std::vector<uint32_t>& slots);
   void complete(Sink& sink, const ibv_wc& wc);
   void finish_read_piece(int peer, uint32_t op_index);
   void receive(Sink& sink, const ibv_wc& wc);
@@ -151,6 +157,11 @@ class RcMeshTransport : public Transport, private rc::Poster {
   SrqPtr srq_;
 
   uint32_t credits_ = 0;
+  // Per-QP receives go back in chains of this many (credits / 8, 1..16): one
+  // ibv_post_recv (the provider's lock and call) per batch instead of per
+  // message. The peer then holds up to batch - 1 fewer credits.
+  uint32_t repost_batch_ = 1;
+  static constexpr uint32_t kMaxRepostBatch = 16;
   uint32_t srq_buffers_ = 0;
   int sq_capacity_ = 0;
   int cq_entries_ = 0;
