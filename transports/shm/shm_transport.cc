@@ -44,6 +44,11 @@ struct Peer {
   pid_t pid = 0;
   Outbound out;
   uint64_t in_tail = 0;  // consumed bytes of the ring this peer writes into ours
+  // That ring and its tail in our segment, located once at start: every
+  // poll of every wait reads them (their offsets take a division and a
+  // load from the segment's header).
+  uint8_t* in_ring = nullptr;
+  RingControl* in_control = nullptr;
   bool in_broken = false;  // that ring held a malformed record: not read again
 };
 
@@ -75,6 +80,10 @@ class ShmTransport final : public Transport {
     OwnSegment own = create_own_segment(size_, ring_bytes_);
     own_ = std::move(own.mapping);
     own_fd_ = own.fd;
+    for (int peer = 0; peer < size_; ++peer) {
+      peers_[static_cast<size_t>(peer)].in_ring = own_.ring(peer, ring_bytes_);
+      peers_[static_cast<size_t>(peer)].in_control = own_.control(peer);
+    }
   }
 
   ~ShmTransport() override { stop_sharing_own_segment(); }
@@ -282,8 +291,9 @@ class ShmTransport final : public Transport {
   }
 
   int drain_ring(int sender, Sink& sink) {
-    uint64_t& tail = peers_[static_cast<size_t>(sender)].in_tail;
-    uint8_t* ring = own_.ring(sender, ring_bytes_);
+    Peer& from = peers_[static_cast<size_t>(sender)];
+    uint64_t& tail = from.in_tail;
+    uint8_t* ring = from.in_ring;
     int delivered = 0;
     const uint64_t first = tail;
     for (;;) {
@@ -300,7 +310,7 @@ class ShmTransport final : public Transport {
       if (record.kind != kMessage || record.bytes > ring_bytes_ / 2 || offset + record_bytes(record.bytes) > ring_bytes_) {
         // Only a process writing where it must not can cause this; say so
         // instead of reading garbage as messages. The ring is not used again.
-        peers_[static_cast<size_t>(sender)].in_broken = true;
+        from.in_broken = true;
         ++delivered;
         sink.on_error(0, sender,
                       Error(Status::transport,
@@ -315,7 +325,7 @@ class ShmTransport final : public Transport {
       ++delivered;
     }
     // Released only after the sink is done with the bytes and the lines are clear.
-    if (tail != first) own_.control(sender)->tail.store(tail, std::memory_order_release);
+    if (tail != first) from.in_control->tail.store(tail, std::memory_order_release);
     return delivered;
   }
 
