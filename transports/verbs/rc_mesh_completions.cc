@@ -44,13 +44,20 @@ bool RcMeshTransport::arm() {
   return cq_->arm();
 }
 
-void RcMeshTransport::post_receive(int p, uint32_t slot) {
-  ibv_sge sge{reinterpret_cast<uintptr_t>(&recv_slab_[slot * slot_bytes()]), static_cast<uint32_t>(slot_bytes()),
-              recv_mr_->lkey};
-  ibv_recv_wr wr{};
+// Eager buffer `slot` as a receive work request (p < 0: the SRQ's).
+void RcMeshTransport::receive_request(int p, uint32_t slot, ibv_sge& sge, ibv_recv_wr& wr) {
+  sge = ibv_sge{reinterpret_cast<uintptr_t>(&recv_slab_[slot * slot_bytes()]), static_cast<uint32_t>(slot_bytes()),
+                recv_mr_->lkey};
+  wr = ibv_recv_wr{};
   wr.wr_id = make_wr_id(static_cast<uint64_t>(WrKind::recv), std::max(p, 0), slot);
   wr.sg_list = &sge;
   wr.num_sge = 1;
+}
+
+void RcMeshTransport::post_receive(int p, uint32_t slot) {
+  ibv_sge sge;
+  ibv_recv_wr wr;
+  receive_request(p, slot, sge, wr);
   ibv_recv_wr* bad = nullptr;
   if (srq_) {
     check_rc(ibv_post_srq_recv(srq_.get(), &wr, &bad), "ibv_post_srq_recv (reposting an eager buffer)");
@@ -74,15 +81,11 @@ void RcMeshTransport::repost_receive(int p, uint32_t slot) {
 // One chain, one call. Credits are granted only for what was posted; if the
 // post fails the QP is broken and the error names the peer.
 void RcMeshTransport::post_receive_batch(int p, std::vector<uint32_t>& slots) {
-  std::array<ibv_sge, kMaxRepostBatch> sges{};
-  std::array<ibv_recv_wr, kMaxRepostBatch> wrs{};
+  std::array<ibv_sge, kMaxRepostBatch> sges;
+  std::array<ibv_recv_wr, kMaxRepostBatch> wrs;
   const size_t n = slots.size();
   for (size_t i = 0; i < n; ++i) {
-    sges[i] = ibv_sge{reinterpret_cast<uintptr_t>(&recv_slab_[slots[i] * slot_bytes()]),
-                      static_cast<uint32_t>(slot_bytes()), recv_mr_->lkey};
-    wrs[i].wr_id = make_wr_id(static_cast<uint64_t>(WrKind::recv), p, slots[i]);
-    wrs[i].sg_list = &sges[i];
-    wrs[i].num_sge = 1;
+    receive_request(p, slots[i], sges[i], wrs[i]);
     wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
   }
   ibv_recv_wr* bad = nullptr;

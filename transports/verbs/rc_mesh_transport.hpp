@@ -131,6 +131,7 @@ class RcMeshTransport : public Transport, private rc::Poster {
   }
   uint32_t allocate_read_op(ReadJob* job);
   // completions (rc_mesh_completions.cc)
+  void receive_request(int peer, uint32_t slot, ibv_sge& sge, ibv_recv_wr& wr);
   void post_receive(int peer, uint32_t slot);
   // A used receive buffer goes back to the QP (or SRQ); per QP, batched.
   void repost_receive(int peer, uint32_t slot);
