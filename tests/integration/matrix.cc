@@ -31,8 +31,21 @@ std::vector<DataType> all_dtypes() {
   return dtypes;
 }
 
+// How much of the matrix a launch runs.
+//  full:       every dtype and op at small sizes; two dtypes and two ops at
+//              MiB sizes (multi-chunk rendezvous).
+//  every_size: what a transport sees: every collective, algorithm, size,
+//              root and in-place choice, but the dtype and op product only
+//              at small sizes (float32, int8; sum, min) and float32 sum at
+//              MiB sizes. The dtype and op change no byte on the wire; the
+//              full matrix covers them on the host's transports. About a
+//              quarter of the full matrix's time where MiB sizes dominate
+//              (soft-RoCE).
+//  quick:      every_size without the MiB sizes.
+enum class Depth { full, every_size, quick };
+
 // Small sizes for every dtype and op; large ones for a few only (time).
-std::vector<Sweep> sweeps(bool quick, const CollectiveBench& spec, int ranks) {
+std::vector<Sweep> sweeps(Depth depth, const CollectiveBench& spec, int ranks) {
   // Per-rank-block collectives take the whole buffer: scale so each rank's
   // block crosses the eager limit too.
   const bool per_rank_blocks = spec.op == Collective::allgather || spec.op == Collective::reduce_scatter ||
@@ -45,21 +58,32 @@ std::vector<Sweep> sweeps(bool quick, const CollectiveBench& spec, int ranks) {
     // gather .. exscan: fewer sizes (CI time): empty, small, past the eager
     // limit for every dtype; one multi-chunk size.
     std::vector<size_t> few = {0, 24 * scale, (kEagerLimit + 8) * scale};
-    if (quick) return {{{DataType::float32, DataType::int8}, few}};
-    return {{all_dtypes(), few}, {{DataType::float32}, {(1u << 20) * scale + 12}}};
+    Sweep multi_chunk{{DataType::float32}, {(1u << 20) * scale + 12}};
+    if (depth == Depth::quick) return {{{DataType::float32, DataType::int8}, few}};
+    if (depth == Depth::every_size) return {{{DataType::float32, DataType::int8}, few}, multi_chunk};
+    return {{all_dtypes(), few}, multi_chunk};
   }
   std::vector<size_t> small = {0, 8 * scale, 24 * scale, (kEagerLimit - 8) * scale, kEagerLimit * scale,
                                (kEagerLimit + 8) * scale};
-  if (quick) return {{{DataType::float32, DataType::int8}, small}};
-  return {{all_dtypes(), small},
-          {{DataType::float32, DataType::int32}, {(1u << 20) * scale, (3u << 20) + 12}}};
+  std::vector<size_t> large = {(1u << 20) * scale, (3u << 20) + 12};
+  if (depth == Depth::quick) return {{{DataType::float32, DataType::int8}, small}};
+  if (depth == Depth::every_size) return {{{DataType::float32, DataType::int8}, small}, {{DataType::float32}, large}};
+  return {{all_dtypes(), small}, {{DataType::float32, DataType::int32}, large}};
 }
 
-std::vector<ReduceOp> ops_for(const CollectiveBench& spec, DataType dtype, size_t bytes, bool quick) {
+std::vector<ReduceOp> ops_for(const CollectiveBench& spec, size_t bytes, Depth depth) {
   if (!spec.reduces) return {ReduceOp::sum};
-  if (quick || bytes > (1u << 20)) return {ReduceOp::sum, ReduceOp::min};
-  (void)dtype;
-  return {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max};
+  switch (depth) {
+    case Depth::full:
+      if (bytes > (1u << 20)) return {ReduceOp::sum, ReduceOp::min};
+      return {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max};
+    case Depth::every_size:
+      if (bytes >= (1u << 20)) return {ReduceOp::sum};
+      return {ReduceOp::sum, ReduceOp::min};
+    case Depth::quick:
+      break;
+  }
+  return {ReduceOp::sum, ReduceOp::min};
 }
 
 std::vector<int> roots_for(const CollectiveBench& spec, size_t bytes, int ranks) {
@@ -77,16 +101,16 @@ struct Counts {
   uint64_t failed = 0;
 };
 
-void run_matrix(chorus::Communicator& comm, bool quick, bool count_only, Counts& counts) {
+void run_matrix(chorus::Communicator& comm, Depth depth, bool count_only, Counts& counts) {
   for (int o = 0; o < chorus::kNumCollectives; ++o) {
     const CollectiveBench& spec = bench_for(static_cast<Collective>(o));
     for (const std::string& algorithm : comm.algorithms(spec.op)) {
       if (!count_only) comm.set_algorithm(spec.op, algorithm);
-      for (const Sweep& sweep : sweeps(quick, spec, comm.size())) {
+      for (const Sweep& sweep : sweeps(depth, spec, comm.size())) {
         for (DataType dtype : sweep.dtypes) {
           for (size_t bytes : sweep.byte_sizes) {
             if (spec.op == Collective::barrier && bytes != 0) continue;
-            for (ReduceOp redop : ops_for(spec, dtype, bytes, quick)) {
+            for (ReduceOp redop : ops_for(spec, bytes, depth)) {
               for (bool in_place : {false, true}) {
                 if (in_place && (spec.always_in_place || spec.op == Collective::barrier)) continue;
                 for (int root : roots_for(spec, bytes, comm.size())) {
@@ -121,17 +145,23 @@ void run_matrix(chorus::Communicator& comm, bool quick, bool count_only, Counts&
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, count_only = false;
+  Depth depth = Depth::full;
+  bool count_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
-      quick = true;
+      depth = Depth::quick;
+    } else if (std::strcmp(argv[i], "--every-size") == 0) {
+      depth = Depth::every_size;
     } else if (std::strcmp(argv[i], "--list-count") == 0) {
       count_only = true;
     } else if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
-      std::printf("Usage: chorusrun -n N chorus-matrix [--quick] [--list-count]\n\n"
+      std::printf("Usage: chorusrun -n N chorus-matrix [--quick | --every-size] [--list-count]\n\n"
                   "Runs every collective x algorithm x dtype x op x size x in-place/out-of-place x root\n"
                   "and checks every element.\n"
                   "  --quick       two dtypes, two ops, small sizes only\n"
+                  "  --every-size  every size (MiB ones too: multi-chunk rendezvous), but the dtype and op\n"
+                  "                product only at small sizes (two each) and float32 sum at MiB sizes:\n"
+                  "                what a transport sees, in about a quarter of the full matrix's time\n"
                   "  --list-count  print how many cases a run holds and exit\n");
       return 0;
     } else {
@@ -142,7 +172,7 @@ int main(int argc, char** argv) {
   try {
     auto comm = chorus::Communicator::init();
     Counts counts;
-    run_matrix(comm, quick, count_only, counts);
+    run_matrix(comm, depth, count_only, counts);
     uint64_t failed_anywhere = 0;
     comm.allreduce(&counts.failed, &failed_anywhere, 1, ReduceOp::sum);
     if (comm.rank() == 0) {

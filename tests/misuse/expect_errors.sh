@@ -16,6 +16,7 @@ failures=0
 [ "$status" -ne 124 ] || { echo "FAIL: the job hung"; failures=1; }
 [ "$status" -lt 128 ] || { echo "FAIL: a process crashed or was killed (status $status)"; failures=1; }
 if grep -q 'WRONG RESULT\|was not refused' "$log"; then echo "FAIL: misuse went unnoticed"; failures=1; fi
+if grep -q 'TOO LATE' "$log"; then echo "FAIL: a rank learned of the misuse too late"; failures=1; fi
 for r in ${reporting//,/ }; do
   grep -F "rank $r: error: " "$log" | grep -qF -- "$text" ||
     { echo "FAIL: rank $r did not report an error containing: $text"; failures=1; }

@@ -18,6 +18,11 @@ namespace {
 
 constexpr int kOddRank = 1;
 constexpr size_t kCount = 1024;
+// --linger: how long a failed rank stays, and how soon every rank must know.
+// The first is the larger, so a rank that learned only from another's exit
+// is late.
+constexpr int kLingerSeconds = 8;
+constexpr int kToldWithinSeconds = 4;
 
 using chorus::Communicator;
 using chorus::DataType;
@@ -118,9 +123,10 @@ void usage(FILE* out) {
                "  algorithm   allreduce forced to recursive_doubling where the others use ring\n"
                "  gatherv_count  gatherv sending one element more than the root's recv_counts entry\n"
                "  threads     (rank 0) a second thread calls barrier while the first is in allreduce\n"
-               "--linger after the case: a rank that fails stays 20 s before it exits\n"
+               "--linger after the case: a rank that fails stays %d s before it exits, and a rank\n"
+               "           that learns of the error over %d s after its call began says \"TOO LATE\"\n"
                "Each rank prints \"rank R: error: TEXT\" (exit 3) or \"rank R: completed\" (exit 0).\n",
-               kOddRank);
+               kOddRank, kLingerSeconds, kToldWithinSeconds);
 }
 
 }  // namespace
@@ -130,9 +136,10 @@ int main(int argc, char** argv) {
     usage(stdout);
     return 0;
   }
-  // --linger: a rank that saw the error stays alive 20 s before it exits, so
-  // the others cannot learn of it from the launcher's record of its exit
-  // (as under mpirun, or in a program that catches the error and goes on).
+  // --linger: a rank that saw the error stays alive kLingerSeconds before it
+  // exits, so the others cannot learn of it in time from the launcher's
+  // record of its exit (as under mpirun, or in a program that catches the
+  // error and goes on).
   const bool linger = argc == 4 && std::strcmp(argv[3], "--linger") == 0;
   if ((argc != 3 && !linger) || std::strcmp(argv[1], "--case") != 0 ||
       (std::strcmp(argv[2], "threads") != 0 && cases().count(argv[2]) == 0)) {
@@ -142,6 +149,7 @@ int main(int argc, char** argv) {
   const std::string name = argv[2];
   auto comm = Communicator::init();
   const int rank = comm.rank();
+  const auto started = std::chrono::steady_clock::now();
   try {
     if (name == "threads") return overlapping_threads(comm);
     cases().at(name)(comm, rank == kOddRank);
@@ -153,9 +161,14 @@ int main(int argc, char** argv) {
     comm.barrier();
     comm.barrier();
   } catch (const chorus::Error& e) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::printf("rank %d: error: %s\n", rank, e.what());
+    if (linger && seconds > kToldWithinSeconds) {
+      std::printf("rank %d: TOO LATE: learned of the error %.1f s after its call began (over %d s)\n", rank, seconds,
+                  kToldWithinSeconds);
+    }
     std::fflush(stdout);
-    if (linger) std::this_thread::sleep_for(std::chrono::seconds(20));
+    if (linger) std::this_thread::sleep_for(std::chrono::seconds(kLingerSeconds));
     return 3;
   }
   std::printf("rank %d: completed\n", rank);
