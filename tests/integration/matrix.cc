@@ -32,15 +32,15 @@ std::vector<DataType> all_dtypes() {
 }
 
 // How much of the matrix a launch runs.
-//  full:       every dtype and op at small sizes; two dtypes and two ops at
-//              MiB sizes (multi-chunk rendezvous).
+//  full:       every dtype and op at small sizes; float32 and int32 at MiB
+//              sizes (multi-chunk rendezvous).
 //  every_size: what a transport sees: every collective, algorithm, size,
 //              root and in-place choice, but the dtype and op product only
 //              at small sizes (float32, int8; sum, min) and float32 sum at
-//              MiB sizes. The dtype and op change no byte on the wire; the
-//              full matrix covers them on the host's transports. About a
-//              quarter of the full matrix's time where MiB sizes dominate
-//              (soft-RoCE).
+//              MiB sizes. The dtype and op change nothing a transport does
+//              with the bytes; the full matrix covers them on the host's
+//              transports. A quarter to a third of the full matrix's time
+//              where MiB sizes dominate (soft-RoCE; docs/testing.md).
 //  quick:      every_size without the MiB sizes.
 enum class Depth { full, every_size, quick };
 
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
                   "  --quick       two dtypes, two ops, small sizes only\n"
                   "  --every-size  every size (MiB ones too: multi-chunk rendezvous), but the dtype and op\n"
                   "                product only at small sizes (two each) and float32 sum at MiB sizes:\n"
-                  "                what a transport sees, in about a quarter of the full matrix's time\n"
+                  "                what a transport sees, in a quarter to a third of the full matrix's time\n"
                   "  --list-count  print how many cases a run holds and exit\n");
       return 0;
     } else {
