@@ -215,7 +215,7 @@ void Fiber::suspend() {
 #endif
 }
 
-void Fiber::switch_in() {
+inline void Fiber::switch_in() {
 #if defined(__x86_64__)
   chorus_fiber_switch(&caller_sp_, fiber_sp_);
 #else
@@ -228,7 +228,7 @@ void Fiber::switch_in() {
 #endif
 }
 
-void Fiber::switch_out() {
+inline void Fiber::switch_out() {
 #if defined(CHORUS_ASAN_FIBERS)
   // A finished fiber never comes back: its fake stack may go.
   __sanitizer_start_switch_fiber(finished_ ? nullptr : &fiber_fake_stack_, caller_stack_bottom_, caller_stack_size_);

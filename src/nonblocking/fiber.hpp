@@ -67,8 +67,13 @@ class Fiber {
  private:
   static void entry(unsigned int high, unsigned int low);
   void run_body() noexcept;
-  void switch_out();
-  void switch_in();
+  // Always inlined: TSan keeps a shadow call stack per fiber, and
+  // __tsan_switch_to_fiber must come right before the stack switch, with no
+  // instrumented call between them; an out-of-line switch_in (at -O1) left
+  // an entry on the fiber's shadow stack that the caller's then popped, and
+  // TSan crashed on the corrupt stack (docs/testing.md, "Time").
+  [[gnu::always_inline]] inline void switch_out();
+  [[gnu::always_inline]] inline void switch_in();
 
   std::function<void()> body_;
   std::unique_ptr<FiberStack> stack_;
