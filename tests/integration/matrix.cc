@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -44,6 +45,20 @@ std::vector<DataType> all_dtypes() {
 //  quick:      every_size without the MiB sizes.
 enum class Depth { full, every_size, quick };
 
+// The sweeps of one depth: the small sizes with every dtype (full) or two;
+// then the large ones as the full matrix or --every-size runs them.
+std::vector<Sweep> by_depth(Depth depth, std::vector<size_t> small, Sweep full_large, Sweep every_size_large) {
+  switch (depth) {
+    case Depth::full:
+      return {{all_dtypes(), std::move(small)}, std::move(full_large)};
+    case Depth::every_size:
+      return {{{DataType::float32, DataType::int8}, std::move(small)}, std::move(every_size_large)};
+    case Depth::quick:
+      break;
+  }
+  return {{{DataType::float32, DataType::int8}, std::move(small)}};
+}
+
 // Small sizes for every dtype and op; large ones for a few only (time).
 std::vector<Sweep> sweeps(Depth depth, const CollectiveBench& spec, int ranks) {
   // Per-rank-block collectives take the whole buffer: scale so each rank's
@@ -59,16 +74,12 @@ std::vector<Sweep> sweeps(Depth depth, const CollectiveBench& spec, int ranks) {
     // limit for every dtype; one multi-chunk size.
     std::vector<size_t> few = {0, 24 * scale, (kEagerLimit + 8) * scale};
     Sweep multi_chunk{{DataType::float32}, {(1u << 20) * scale + 12}};
-    if (depth == Depth::quick) return {{{DataType::float32, DataType::int8}, few}};
-    if (depth == Depth::every_size) return {{{DataType::float32, DataType::int8}, few}, multi_chunk};
-    return {{all_dtypes(), few}, multi_chunk};
+    return by_depth(depth, few, multi_chunk, multi_chunk);
   }
   std::vector<size_t> small = {0, 8 * scale, 24 * scale, (kEagerLimit - 8) * scale, kEagerLimit * scale,
                                (kEagerLimit + 8) * scale};
   std::vector<size_t> large = {(1u << 20) * scale, (3u << 20) + 12};
-  if (depth == Depth::quick) return {{{DataType::float32, DataType::int8}, small}};
-  if (depth == Depth::every_size) return {{{DataType::float32, DataType::int8}, small}, {{DataType::float32}, large}};
-  return {{all_dtypes(), small}, {{DataType::float32, DataType::int32}, large}};
+  return by_depth(depth, small, {{DataType::float32, DataType::int32}, large}, {{DataType::float32}, large});
 }
 
 std::vector<ReduceOp> ops_for(const CollectiveBench& spec, size_t bytes, Depth depth) {

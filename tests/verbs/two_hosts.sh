@@ -41,7 +41,7 @@ rxe_state() {
 # default --every-size: every collective, algorithm, root and size (the MiB
 # ones, multi-chunk READs, too) with the dtype and op product cut to what
 # changes bytes on the wire; the full matrix (MATRIX_FLAGS= empty) took 190 s
-# per configuration here, and runs over verbs in the single guest.
+# per configuration here (docs/testing.md, "Matrix depths").
 matrix() {
   local port=$1
   shift
