@@ -17,7 +17,9 @@
 //  4. compute: reductions run in rank order 0..n-1 on every rank, so every
 //     rank gets the same bits.
 // Step 1 keeps every peer at most one call ahead, so while this rank waits
-// for call k a peer's slot k % 2 holds call k or k-2, never k+2.
+// for call k a peer's slot k % 2 holds call k or k-2, never k+2. A rank
+// whose call k-1 read every peer's slot of k-1 (allreduce, barrier, a
+// reduce root, a broadcast on 2 ranks) knows that already and skips it.
 // Cost: one line written and n-1 lines read (broadcast: 1) for a payload of
 // up to 48 bytes; no system call, no request, no matching.
 //
@@ -49,7 +51,11 @@ class BoardCall {
   // read nothing then (a broadcast root, a reduce non-root) learns of a
   // disagreement now, one board call late.
   void publish(const void* payload, size_t bytes) {
-    if (sequence_ > 1) {
+    // Skipped after a call that read every peer's slot of call k-1 exactly
+    // (and compared its digest then): there is nothing left to learn, and
+    // rereading a line its owner is about to write for call k+1 (same slot)
+    // makes that write invalidate it again.
+    if (sequence_ > 1 && !boards_.read_every_peer[context_]) {
       const uint32_t previous = boards_.last_digest[context_];
       for (int rank = 0; rank < ctx_.size(); ++rank) {
         if (rank == ctx_.rank()) continue;
@@ -68,6 +74,7 @@ class BoardCall {
     transport::board_sequence(own).store(sequence_, std::memory_order_release);
     boards_.last_sequence[context_] = sequence_;
     boards_.last_digest[context_] = ctx_.call_check();
+    boards_.read_every_peer[context_] = false;
   }
 
   // Step 3 for one rank: its payload of this call, once written.
@@ -79,6 +86,7 @@ class BoardCall {
       fail_peer(Status::invalid_argument, ctx_.engine_rank(rank), "rank ", rank, " made a different call in ", what_,
                 " #", sequence_, " on the shared-memory board (another collective, count, datatype, op or root)");
     }
+    if (++peers_read_ == ctx_.size() - 1) boards_.read_every_peer[context_] = true;
     return transport::board_data(peer);
   }
 
@@ -163,6 +171,7 @@ class BoardCall {
   uint32_t context_;
   const char* what_;
   uint64_t sequence_ = 0;
+  int peers_read_ = 0;
 };
 
 // The board for this call, or nullptr: run the table's algorithm instead.
