@@ -50,7 +50,8 @@ struct Boards {
   std::array<uint64_t, kBoardContexts> last_sequence{};  // the last board call made
   std::array<uint32_t, kBoardContexts> last_digest{};    // its digest
   // Whether the last call read every peer's slot of it (allreduce, barrier,
-  // a reduce root): the next call's step 1 then has nothing to learn.
+  // a reduce root, a 2-rank broadcast non-root): the next call's step 1 then
+  // has nothing to learn.
   std::array<bool, kBoardContexts> read_every_peer{};
   uint8_t* slot(int rank, uint32_t context, uint64_t sequence) const {
     return areas[static_cast<size_t>(rank)] + (static_cast<size_t>(context) * 2 + (sequence & 1)) * kBoardSlotBytes;
