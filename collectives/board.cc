@@ -32,6 +32,8 @@
 
 #include "common/error.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace chorus::coll {
@@ -78,9 +80,9 @@ class BoardCall {
   }
 
   // Step 3 for one rank: its payload of this call, once written.
-  const uint8_t* contribution(int rank) {
+  const uint8_t* contribution(int rank, bool awaiting_root = false) {
     if (rank == ctx_.rank()) return transport::board_data(slot(rank, sequence_));
-    uint8_t* peer = await(rank, sequence_, /*exact=*/true);
+    uint8_t* peer = await(rank, sequence_, /*exact=*/true, awaiting_root);
     const uint32_t digest = transport::board_header(peer)->digest;
     if (ctx_.call_check() != 0 && digest != ctx_.call_check()) {
       fail_peer(Status::invalid_argument, ctx_.engine_rank(rank), "rank ", rank, " made a different call in ", what_,
@@ -97,7 +99,7 @@ class BoardCall {
   // A peer usually gets there within a microsecond: a short spin first
   // (not with more ranks than cores, where the peer may need this core),
   // then the engine's wait, which also progresses everything else.
-  uint8_t* await(int rank, uint64_t sequence, bool exact) {
+  uint8_t* await(int rank, uint64_t sequence, bool exact, bool awaiting_root = false) {
     Awaited awaited{slot(rank, sequence), sequence, exact, rank, this};
     if (awaited.written()) return awaited.slot;
     p2p::Engine& engine = ctx_.engine();
@@ -106,6 +108,14 @@ class BoardCall {
         cpu_relax();
         if (awaited.written()) return awaited.slot;
       }
+    } else if (const std::chrono::microseconds keep = keep_cpu_for(rank, awaiting_root); keep.count() != 0) {
+      const auto until = std::chrono::steady_clock::now() + keep;
+      do {
+        for (int spin = 0; spin < kSpinsPerClockRead; ++spin) {
+          cpu_relax();
+          if (awaited.written()) return awaited.slot;
+        }
+      } while (std::chrono::steady_clock::now() < until);
     }
     // The callables capture one pointer: std::function keeps them inline.
     const Awaited* state = &awaited;
@@ -113,6 +123,46 @@ class BoardCall {
                       [state] { return state->call->waiting_for(state->rank, state->sequence); });
     return awaited.slot;
   }
+
+  // Where ranks share CPUs they are pinned to (more ranks than cores, each
+  // bound: compare-openmpi's shm-np4, mpirun --bind-to core:overload-allowed),
+  // a waiting rank gives up its CPU at every empty poll and the scheduler
+  // runs the next rank pinned there. Two waits keep the CPU instead, each
+  // for a bounded time (docs/performance.md, "Ranks that share a CPU"):
+  //  - the lowest rank of a CPU, while every other rank pinned there is a
+  //    member that has published its slot of this call: they have nothing
+  //    to do until the call completes (a yield only has them poll and yield
+  //    back), and the lowest rank, running when the call completes, leaves
+  //    first: the root of a broadcast after a barrier, commonly rank 0,
+  //    then publishes before the other ranks of its CPU look for it;
+  //  - a broadcast non-root whose root is pinned to another CPU: the root
+  //    never waits in a broadcast, so when it runs it publishes within a
+  //    fraction of a microsecond, where a yield costs two context switches.
+  // Returns how long to spin before the engine's wait; zero: not at all.
+  std::chrono::microseconds keep_cpu_for(int awaited, bool awaiting_root) const {
+    if (!boards_.shared_cpus) return {};
+    const std::vector<int>& pinned = boards_.pinned_cpu;
+    const int cpu = pinned[static_cast<size_t>(ctx_.engine_rank(ctx_.rank()))];
+    if (cpu < 0) return {};
+    if (lowest_with_the_others_of_its_cpu_in_this_call(cpu)) return kKeepCpuWhileOthersWait;
+    const int root_cpu = pinned[static_cast<size_t>(ctx_.engine_rank(awaited))];
+    return awaiting_root && root_cpu >= 0 && root_cpu != cpu ? kKeepCpuForRoot : std::chrono::microseconds{};
+  }
+  bool lowest_with_the_others_of_its_cpu_in_this_call(int cpu) const {
+    const std::vector<int>& pinned = boards_.pinned_cpu;
+    const int others = static_cast<int>(std::count(pinned.begin(), pinned.end(), cpu)) - 1;
+    int in_this_call = 0;
+    for (int rank = 0; rank < ctx_.size() && in_this_call < others; ++rank) {
+      if (rank == ctx_.rank() || pinned[static_cast<size_t>(ctx_.engine_rank(rank))] != cpu) continue;
+      if (rank < ctx_.rank()) return false;
+      if (transport::board_sequence(slot(rank, sequence_)).load(std::memory_order_acquire) != sequence_) return false;
+      ++in_this_call;
+    }
+    return others > 0 && in_this_call == others;  // fewer: some of them are not members
+  }
+  static constexpr std::chrono::microseconds kKeepCpuWhileOthersWait{50};
+  static constexpr std::chrono::microseconds kKeepCpuForRoot{2};
+  static constexpr int kSpinsPerClockRead = 64;
 
   struct Awaited {
     uint8_t* slot;
@@ -227,7 +277,7 @@ void broadcast_board(Context& ctx, const Args& args) {
   const bool root = ctx.rank() == args.root;
   call.publish(args.recv, root ? bytes : 0);
   if (root) return;
-  std::memcpy(args.recv, call.contribution(args.root), bytes);
+  std::memcpy(args.recv, call.contribution(args.root, /*awaiting_root=*/true), bytes);
   deliver_what_peers_sent(ctx);
 }
 

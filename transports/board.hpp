@@ -11,6 +11,7 @@
 // 48 bytes with that one line.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -32,7 +33,20 @@ static_assert(sizeof(BoardSlotHeader) == 16);
 
 inline constexpr size_t kBoardSlotBytes = (sizeof(BoardSlotHeader) + kBoardDataBytes + kBoardLine - 1) / kBoardLine * kBoardLine;
 // One rank's slots for every context.
-inline constexpr size_t kBoardAreaBytes = kBoardContexts * 2 * kBoardSlotBytes;
+inline constexpr size_t kBoardSlotsBytes = kBoardContexts * 2 * kBoardSlotBytes;
+
+// After the slots, one line: the CPU the owner is pinned to (-1: none, or
+// several), written when the area is created, before any peer maps it. The
+// board uses it where ranks share a CPU (collectives/board.cc, `await`).
+struct BoardAreaTail {
+  alignas(kBoardLine) int32_t pinned_cpu;
+  // Per context, the last barrier the owner left.
+  alignas(kBoardLine) uint64_t left[kBoardContexts];
+};
+static_assert(sizeof(BoardAreaTail) == 2 * kBoardLine);
+
+inline constexpr size_t kBoardAreaBytes = kBoardSlotsBytes + sizeof(BoardAreaTail);
+inline BoardAreaTail* board_tail(uint8_t* area) { return reinterpret_cast<BoardAreaTail*>(area + kBoardSlotsBytes); }
 
 inline std::atomic_ref<uint64_t> board_sequence(uint8_t* slot) {
   return std::atomic_ref<uint64_t>(reinterpret_cast<BoardSlotHeader*>(slot)->sequence);
@@ -53,8 +67,23 @@ struct Boards {
   // a reduce root, a 2-rank broadcast non-root): the next call's step 1 then
   // has nothing to learn.
   std::array<bool, kBoardContexts> read_every_peer{};
+  // Per transport rank, the one CPU it is pinned to (-1: none, or unknown),
+  // and whether any two ranks are pinned to the same one.
+  std::vector<int> pinned_cpu;
+  bool shared_cpus = false;
   uint8_t* slot(int rank, uint32_t context, uint64_t sequence) const {
     return areas[static_cast<size_t>(rank)] + (static_cast<size_t>(context) * 2 + (sequence & 1)) * kBoardSlotBytes;
+  }
+  uint64_t* left(int rank, uint32_t context) const { return &board_tail(areas[static_cast<size_t>(rank)])->left[context]; }
+  // Reads every owner's pinned CPU from its area (once, at connect).
+  void learn_pinned_cpus() {
+    pinned_cpu.clear();
+    shared_cpus = false;
+    for (uint8_t* area : areas) {
+      const int cpu = board_tail(area)->pinned_cpu;
+      if (cpu >= 0 && std::find(pinned_cpu.begin(), pinned_cpu.end(), cpu) != pinned_cpu.end()) shared_cpus = true;
+      pinned_cpu.push_back(cpu);
+    }
   }
 };
 

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <array>
 #include <cstring>
@@ -18,6 +19,8 @@
 #include <stdexcept>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 using namespace chorus;
 using chorus::testing::input;
@@ -101,6 +104,49 @@ TEST(Board, LargerPayloadsRunByMessages) {
     EXPECT_EQ(run_mixed_calls(engine, rank, 3, DataType::float32, ReduceOp::sum, count, 8), 0u);
     EXPECT_GT(engine.counters().eager_sent + engine.counters().rendezvous_sent, 0u);
   });
+}
+
+TEST(Board, LearnsWhichRanksShareTheCpuTheyArePinnedTo) {
+  struct Case {
+    std::vector<int> cpus;
+    bool shared;
+  };
+  for (const Case& c : {Case{{0, 1, 0, 1}, true}, Case{{0, 1, 2}, false}, Case{{-1, -1, 0}, false},
+                        Case{{3, -1, 3}, true}, Case{{5}, false}}) {
+    std::vector<std::vector<uint8_t>> memory;
+    transport::Boards boards;
+    for (int cpu : c.cpus) {
+      memory.emplace_back(transport::kBoardAreaBytes + transport::kBoardLine);
+      uint8_t* area = memory.back().data();
+      area += (transport::kBoardLine - reinterpret_cast<uintptr_t>(area) % transport::kBoardLine) % transport::kBoardLine;
+      transport::board_tail(area)->pinned_cpu = cpu;
+      boards.areas.push_back(area);
+    }
+    boards.learn_pinned_cpus();
+    EXPECT_EQ(boards.pinned_cpu, c.cpus);
+    EXPECT_EQ(boards.shared_cpus, c.shared) << ::testing::PrintToString(c.cpus);
+  }
+}
+
+// Ranks pinned two or three to a CPU, as bench/compare-openmpi's shm-np4 path
+// pins them: the board's waits keep the CPU in places (board.cc,
+// keep_cpu_for), and every result must stay right. The threads are not
+// pinned here; what the board decides comes from the pinning it is told.
+// Real processes pinned so: integration.native_shm.shared_cpus.np5.
+TEST(Board, RanksSharingCpusGetTheSameResults) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (2 * cores + 1 > 16) GTEST_SKIP() << cores << " cores: too many threads to have more ranks than cores";
+  for (int n : {cores + 1, 2 * cores + 1}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    run_ranks(n, [&](p2p::Engine& engine, int rank) {
+      ASSERT_TRUE(engine.oversubscribed());  // else the board never asks
+      transport::Boards& boards = *engine.transport().boards();
+      for (int peer = 0; peer < n; ++peer) boards.pinned_cpu.push_back(peer % 2);
+      boards.shared_cpus = true;
+      EXPECT_EQ(run_mixed_calls(engine, rank, n, DataType::int32, ReduceOp::sum, 5, 200), 0u) << "rank " << rank;
+      EXPECT_EQ(engine.counters().eager_sent, 0u) << "rank " << rank << " sent messages";
+    });
+  }
 }
 
 // Runs `body` on every rank and returns each rank's error text ("" if none).

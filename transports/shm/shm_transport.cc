@@ -8,6 +8,7 @@
 #include "transports/copies.hpp"
 #include "transports/shm/shm_segment.hpp"
 
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -52,6 +53,18 @@ struct Peer {
   bool in_broken = false;  // that ring held a malformed record: not read again
 };
 
+// The one CPU this process may run on, or -1 (several, or unknown): the
+// board's waits treat ranks pinned to a shared CPU apart (collectives/board.cc).
+int pinned_cpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1) return -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) return cpu;
+  }
+  return -1;
+}
+
 struct ReadFailure {
   uint64_t context;
   int peer;
@@ -80,6 +93,7 @@ class ShmTransport final : public Transport {
     OwnSegment own = create_own_segment(size_, ring_bytes_);
     own_ = std::move(own.mapping);
     own_fd_ = own.fd;
+    board_tail(own_.boards(ring_bytes_))->pinned_cpu = pinned_cpu();
     for (int peer = 0; peer < size_; ++peer) {
       peers_[static_cast<size_t>(peer)].in_ring = own_.ring(peer, ring_bytes_);
       peers_[static_cast<size_t>(peer)].in_control = own_.control(peer);
@@ -118,6 +132,11 @@ class ShmTransport final : public Transport {
     for (int peer = 0; peer < size_; ++peer) {
       const Mapping& segment = peer == rank_ ? own_ : peers_[static_cast<size_t>(peer)].segment;
       boards_.areas[static_cast<size_t>(peer)] = segment.boards(ring_bytes_);
+    }
+    boards_.learn_pinned_cpus();
+    if (boards_.shared_cpus) {
+      log::info("shm: rank ", rank_, " is pinned to CPU ", boards_.pinned_cpu[static_cast<size_t>(rank_)],
+                ", and some ranks share a CPU: the board keeps a CPU's lowest rank running while the others wait");
     }
     connected_ = true;
     stop_sharing_when_everyone_attached();
