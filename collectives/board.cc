@@ -5,10 +5,11 @@
 // Open MPI's coll/sm and NCCL's LL protocol). Layout: transports/board.hpp.
 //
 // Call k of a communicator on its board (k: one more than this rank's last,
-// which it keeps in private memory) uses slot k % 2 of every rank:
-//  1. wait until every peer has written its slot of call k-1: a peer starts
-//     call k-1 only once call k-2 is complete, so it no longer reads the
-//     slot this rank is about to overwrite;
+// which it keeps in private memory) uses slot k % 3 of every rank:
+//  1. wait until every peer has written its slot of call k-2: a peer starts
+//     call k-2 only once call k-3 is complete, so it no longer reads the
+//     slot this rank is about to overwrite. Also compare the digests of
+//     call k-1 in the peers' slots that hold it already (below);
 //  2. write the payload (allreduce/reduce: this rank's contribution;
 //     broadcast: the root's data), the call digest, then k (release);
 //  3. wait for the slots of call k it needs (allreduce, barrier: every
@@ -16,10 +17,19 @@
 //     others none), comparing each digest with its own;
 //  4. compute: reductions run in rank order 0..n-1 on every rank, so every
 //     rank gets the same bits.
-// Step 1 keeps every peer at most one call ahead, so while this rank waits
-// for call k a peer's slot k % 2 holds call k or k-2, never k+2. A rank
-// whose call k-1 read every peer's slot of k-1 (allreduce, barrier, a
-// reduce root, a broadcast on 2 ranks) knows that already and skips it.
+// Step 1 keeps every peer at most two calls ahead, so while this rank waits
+// for call k a peer's slot k % 3 holds call k or k-3, never k+3. A rank
+// that read every peer's slot of call k-1 or k-2 exactly (allreduce,
+// barrier, a reduce root, a broadcast on 2 ranks) knows they wrote k-2 and
+// does not wait: after a barrier or an allreduce, the next two calls start
+// without waiting for anyone, where with two slots a call after a broadcast
+// waited until every peer had started that broadcast (with ranks sharing a
+// CPU, a wait for a rank that is not running; docs/performance.md).
+// Disagreements in a call where a rank read nothing (a broadcast root, a
+// reduce non-root) are found by comparing call k-1's digests in step 1 of
+// call k, without waiting: of two ranks, the one that gets there second
+// finds the other's slot of k-1 written, and still there, since neither can
+// be more than two calls ahead of the other.
 // Cost: one line written and n-1 lines read (broadcast: 1) for a payload of
 // up to 48 bytes; no system call, no request, no matching.
 //
@@ -46,54 +56,93 @@ class BoardCall {
  public:
   BoardCall(Context& ctx, Boards& boards, const char* what)
       : ctx_(ctx), boards_(boards), context_(ctx.context_id()), what_(what),
-        sequence_(boards.last_sequence[context_] + 1) {}
+        sequence_(boards.last_sequence[context_] + 1), slot_index_(sequence_ % transport::kBoardSlotsPerContext) {}
 
-  // Steps 1 and 2. Step 1 also compares the digests of the previous call,
-  // which holds the slots it waits for at exactly that call: a rank that
-  // read nothing then (a broadcast root, a reduce non-root) learns of a
-  // disagreement now, one board call late.
+  // Steps 1 and 2.
   void publish(const void* payload, size_t bytes) {
-    // Skipped after a call that read every peer's slot of call k-1 exactly
-    // (and compared its digest then): there is nothing left to learn, and
-    // rereading a line its owner is about to write for call k+1 (same slot)
-    // makes that write invalidate it again.
-    if (sequence_ > 1 && !boards_.read_every_peer[context_]) {
-      const uint32_t previous = boards_.last_digest[context_];
+    if (sequence_ > 2 && boards_.written_through[context_] < sequence_ - 2) {
       for (int rank = 0; rank < ctx_.size(); ++rank) {
-        if (rank == ctx_.rank()) continue;
-        const uint32_t digest = transport::board_header(await(rank, sequence_ - 1, /*exact=*/false))->digest;
-        if (previous != 0 && digest != previous) {
-          fail_peer(Status::invalid_argument, ctx_.engine_rank(rank), "rank ", rank,
-                    " made a different call in the previous call on the shared-memory board (#", sequence_ - 1,
-                    ": another collective, count, datatype, op or root); found at the next one, ", what_);
+        if (rank != ctx_.rank()) await(rank, sequence_ - 2, /*exact=*/false);
+      }
+      boards_.written_through[context_] = sequence_ - 2;
+    }
+    if (sequence_ > 1 && boards_.compared_through[context_] < sequence_ - 1) compare_previous_call();
+    write_own_slot(payload, static_cast<uint32_t>(bytes));
+  }
+
+  // Compares the digest of call k-1 in every peer's slot that holds exactly
+  // that call with this rank's own, without waiting for the others (they
+  // compare this rank's when they get here). A rank that read nothing in
+  // call k-1 (a broadcast root, a reduce non-root) learns of a disagreement
+  // now, one board call late. Before it fails it marks its slot of call k
+  // stopped, so the ranks that wait for that slot fail at once naming the
+  // disagreement too, instead of learning of this rank's exit a second later.
+  void compare_previous_call() {
+    const uint32_t previous = boards_.last_digest[context_];
+    int compared = 0;
+    for (int rank = 0; rank < ctx_.size(); ++rank) {
+      if (rank == ctx_.rank()) continue;
+      uint8_t* peer = slot(rank, sequence_ - 1);
+      if (transport::board_sequence(peer).load(std::memory_order_acquire) != sequence_ - 1) continue;
+      ++compared;
+      const uint32_t digest = transport::board_header(peer)->digest;
+      if (previous != 0 && digest != previous) {
+        if (transport::board_header(peer)->bytes == transport::kBoardStopped) {
+          fail_peer(Status::invalid_argument, ctx_.engine_rank(rank), "rank ", rank, " stopped in the previous call on "
+                    "the shared-memory board (#", sequence_ - 1, "): it found that a rank made a different call in the "
+                    "call before; found at the next one, ", what_);
         }
+        write_own_slot(nullptr, transport::kBoardStopped);
+        fail_peer(Status::invalid_argument, ctx_.engine_rank(rank), "rank ", rank,
+                  " made a different call in the previous call on the shared-memory board (#", sequence_ - 1,
+                  ": another collective, count, datatype, op or root); found at the next one, ", what_);
       }
     }
+    if (compared == ctx_.size() - 1) boards_.compared_through[context_] = boards_.written_through[context_] = sequence_ - 1;
+  }
+
+  // Step 2 (or the stop mark); the slot is free (step 1's wait).
+  void write_own_slot(const void* payload, uint32_t bytes) {
     uint8_t* own = slot(ctx_.rank(), sequence_);
-    if (bytes != 0) std::memcpy(transport::board_data(own), payload, bytes);
-    transport::board_header(own)->digest = ctx_.call_check();
-    transport::board_header(own)->bytes = static_cast<uint32_t>(bytes);
+    if (bytes != 0 && bytes != transport::kBoardStopped) std::memcpy(transport::board_data(own), payload, bytes);
+    // The stop mark's digest differs from every reader's, so step 3 looks at
+    // it only on its (cold) way to failing.
+    transport::board_header(own)->digest = bytes == transport::kBoardStopped ? ~ctx_.call_check() : ctx_.call_check();
+    transport::board_header(own)->bytes = bytes;
     transport::board_sequence(own).store(sequence_, std::memory_order_release);
     boards_.last_sequence[context_] = sequence_;
     boards_.last_digest[context_] = ctx_.call_check();
-    boards_.read_every_peer[context_] = false;
+  }
+
+  // Step 3 found `rank`'s slot of this call with another digest: a different
+  // call, or the stop mark (whose digest differs from every rank's).
+  [[noreturn, gnu::cold, gnu::noinline]] void different_call(int rank, uint8_t* peer) {
+    if (transport::board_header(peer)->bytes == transport::kBoardStopped) {
+      fail_peer(Status::invalid_argument, ctx_.engine_rank(rank), "rank ", rank, " stopped in ", what_, " #",
+                sequence_, " on the shared-memory board: it found that a rank made a different call in the call "
+                "before (another collective, count, datatype, op or root)");
+    }
+    fail_peer(Status::invalid_argument, ctx_.engine_rank(rank), "rank ", rank, " made a different call in ", what_,
+              " #", sequence_, " on the shared-memory board (another collective, count, datatype, op or root)");
   }
 
   // Step 3 for one rank: its payload of this call, once written.
   const uint8_t* contribution(int rank, bool awaiting_root = false) {
     if (rank == ctx_.rank()) return transport::board_data(slot(rank, sequence_));
     uint8_t* peer = await(rank, sequence_, /*exact=*/true, awaiting_root);
-    const uint32_t digest = transport::board_header(peer)->digest;
-    if (ctx_.call_check() != 0 && digest != ctx_.call_check()) {
-      fail_peer(Status::invalid_argument, ctx_.engine_rank(rank), "rank ", rank, " made a different call in ", what_,
-                " #", sequence_, " on the shared-memory board (another collective, count, datatype, op or root)");
-    }
-    if (++peers_read_ == ctx_.size() - 1) boards_.read_every_peer[context_] = true;
+    if (ctx_.call_check() != 0 && transport::board_header(peer)->digest != ctx_.call_check()) different_call(rank, peer);
+    if (++peers_read_ == ctx_.size() - 1) boards_.compared_through[context_] = boards_.written_through[context_] = sequence_;
     return transport::board_data(peer);
   }
 
  private:
-  uint8_t* slot(int rank, uint64_t sequence) const { return boards_.slot(ctx_.engine_rank(rank), context_, sequence); }
+  // `rank`'s slot of this call or of one of the two before it (the index is
+  // kept, so no division per slot).
+  uint8_t* slot(int rank, uint64_t sequence) const {
+    const uint64_t back = sequence_ - sequence;
+    const uint64_t index = slot_index_ >= back ? slot_index_ - back : slot_index_ + transport::kBoardSlotsPerContext - back;
+    return boards_.slot(ctx_.engine_rank(rank), context_, index);
+  }
 
   // Until `rank`'s slot for `sequence` holds it (exact) or a later call.
   // A peer usually gets there within a microsecond: a short spin first
@@ -221,6 +270,7 @@ class BoardCall {
   uint32_t context_;
   const char* what_;
   uint64_t sequence_ = 0;
+  uint64_t slot_index_ = 0;  // sequence_ % kBoardSlotsPerContext
   int peers_read_ = 0;
 };
 

@@ -2,9 +2,11 @@
 // part of, for small collectives without messages where all ranks share a
 // host (collectives/board.cc has the protocol; docs/algorithms.md "board").
 //
-// Each rank owns, per communicator context below kBoardContexts, two slots
-// used alternately by its consecutive board calls on that communicator (the
-// call's board sequence picks the slot by parity). A slot is a header and up
+// Each rank owns, per communicator context below kBoardContexts, three slots
+// used in turn by its consecutive board calls on that communicator (the
+// call's board sequence modulo kBoardSlotsPerContext picks the slot; three
+// let a peer be two calls ahead, so a call rarely waits for the others to
+// have started the previous one: collectives/board.cc). A slot is a header and up
 // to kBoardDataBytes of payload; the header's `sequence` is stored last,
 // with release, and sits in the payload's first cache line, so a reader
 // that sees the sequence of the call it waits for sees a payload of up to
@@ -23,27 +25,29 @@ namespace chorus::transport {
 inline constexpr uint32_t kBoardContexts = 8;     // communicators with a lower context id get a board
 inline constexpr size_t kBoardDataBytes = 2048;   // payload a slot holds
 inline constexpr size_t kBoardLine = 64;
+inline constexpr uint64_t kBoardSlotsPerContext = 3;
 
 struct BoardSlotHeader {
   uint64_t sequence;  // the board call that last wrote the slot (0: none yet); stored last
   uint32_t digest;    // the call's digest: readers compare it with their own
-  uint32_t bytes;     // payload bytes
+  uint32_t bytes;     // payload bytes, or kBoardStopped
 };
+// `bytes` of a slot whose owner found, in step 1 of that call, that a rank
+// made a different previous call, and stopped: its readers stop too, saying so.
+inline constexpr uint32_t kBoardStopped = 0xffffffffu;
 static_assert(sizeof(BoardSlotHeader) == 16);
 
 inline constexpr size_t kBoardSlotBytes = (sizeof(BoardSlotHeader) + kBoardDataBytes + kBoardLine - 1) / kBoardLine * kBoardLine;
 // One rank's slots for every context.
-inline constexpr size_t kBoardSlotsBytes = kBoardContexts * 2 * kBoardSlotBytes;
+inline constexpr size_t kBoardSlotsBytes = kBoardContexts * kBoardSlotsPerContext * kBoardSlotBytes;
 
 // After the slots, one line: the CPU the owner is pinned to (-1: none, or
 // several), written when the area is created, before any peer maps it. The
 // board uses it where ranks share a CPU (collectives/board.cc, `await`).
 struct BoardAreaTail {
   alignas(kBoardLine) int32_t pinned_cpu;
-  // Per context, the last barrier the owner left.
-  alignas(kBoardLine) uint64_t left[kBoardContexts];
 };
-static_assert(sizeof(BoardAreaTail) == 2 * kBoardLine);
+static_assert(sizeof(BoardAreaTail) == kBoardLine);
 
 inline constexpr size_t kBoardAreaBytes = kBoardSlotsBytes + sizeof(BoardAreaTail);
 inline BoardAreaTail* board_tail(uint8_t* area) { return reinterpret_cast<BoardAreaTail*>(area + kBoardSlotsBytes); }
@@ -63,18 +67,21 @@ struct Boards {
   // line (a line read by another core often moves there whole).
   std::array<uint64_t, kBoardContexts> last_sequence{};  // the last board call made
   std::array<uint32_t, kBoardContexts> last_digest{};    // its digest
-  // Whether the last call read every peer's slot of it (allreduce, barrier,
-  // a reduce root, a 2-rank broadcast non-root): the next call's step 1 then
-  // has nothing to learn.
-  std::array<bool, kBoardContexts> read_every_peer{};
+  // The last call every peer is known to have written its slot of, and the
+  // last whose digests this rank compared with every peer's (reading every
+  // slot of a call exactly, as allreduce, barrier and a reduce root do,
+  // learns both): step 1 of a board call waits and compares only what these
+  // do not already cover.
+  std::array<uint64_t, kBoardContexts> written_through{};
+  std::array<uint64_t, kBoardContexts> compared_through{};
   // Per transport rank, the one CPU it is pinned to (-1: none, or unknown),
   // and whether any two ranks are pinned to the same one.
   std::vector<int> pinned_cpu;
   bool shared_cpus = false;
-  uint8_t* slot(int rank, uint32_t context, uint64_t sequence) const {
-    return areas[static_cast<size_t>(rank)] + (static_cast<size_t>(context) * 2 + (sequence & 1)) * kBoardSlotBytes;
+  // `index`: the call's board sequence modulo kBoardSlotsPerContext.
+  uint8_t* slot(int rank, uint32_t context, uint64_t index) const {
+    return areas[static_cast<size_t>(rank)] + (context * kBoardSlotsPerContext + index) * kBoardSlotBytes;
   }
-  uint64_t* left(int rank, uint32_t context) const { return &board_tail(areas[static_cast<size_t>(rank)])->left[context]; }
   // Reads every owner's pinned CPU from its area (once, at connect).
   void learn_pinned_cpus() {
     pinned_cpu.clear();

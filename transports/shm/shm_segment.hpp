@@ -18,7 +18,7 @@
 namespace chorus::transport::shm {
 
 constexpr uint64_t kSegmentMagic = 0x43484f5255534d31ull;  // "CHORUSM1"
-constexpr uint32_t kLayoutVersion = 4;  // 3: boards after the rings; 4: a board area ends with its tail
+constexpr uint32_t kLayoutVersion = 5;  // 3: boards after the rings; 5: three board slots per context, and a tail
 constexpr size_t kCacheLine = 64;
 // Records start on cache lines: a small message and its header are one line,
 // so the receiver sees it with one cache miss.
