@@ -98,7 +98,7 @@ class BoardCall {
                   ": another collective, count, datatype, op or root); found at the next one, ", what_);
       }
     }
-    if (compared == ctx_.size() - 1) boards_.compared_through[context_] = boards_.written_through[context_] = sequence_ - 1;
+    if (compared == ctx_.size() - 1) boards_.saw_every_peer(context_, sequence_ - 1);
   }
 
   // Step 2 (or the stop mark); the slot is free (step 1's wait).
@@ -131,7 +131,7 @@ class BoardCall {
     if (rank == ctx_.rank()) return transport::board_data(slot(rank, sequence_));
     uint8_t* peer = await(rank, sequence_, /*exact=*/true, awaiting_root);
     if (ctx_.call_check() != 0 && transport::board_header(peer)->digest != ctx_.call_check()) different_call(rank, peer);
-    if (++peers_read_ == ctx_.size() - 1) boards_.compared_through[context_] = boards_.written_through[context_] = sequence_;
+    if (++peers_read_ == ctx_.size() - 1) boards_.saw_every_peer(context_, sequence_);
     return transport::board_data(peer);
   }
 
@@ -146,8 +146,9 @@ class BoardCall {
 
   // Until `rank`'s slot for `sequence` holds it (exact) or a later call.
   // A peer usually gets there within a microsecond: a short spin first
-  // (not with more ranks than cores, where the peer may need this core),
-  // then the engine's wait, which also progresses everything else.
+  // (with more ranks than cores, where the peer may need this core, only
+  // where keep_cpu_for says so), then the engine's wait, which also
+  // progresses everything else.
   uint8_t* await(int rank, uint64_t sequence, bool exact, bool awaiting_root = false) {
     Awaited awaited{slot(rank, sequence), sequence, exact, rank, this};
     if (awaited.written()) return awaited.slot;

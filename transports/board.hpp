@@ -43,7 +43,7 @@ inline constexpr size_t kBoardSlotsBytes = kBoardContexts * kBoardSlotsPerContex
 
 // After the slots, one line: the CPU the owner is pinned to (-1: none, or
 // several), written when the area is created, before any peer maps it. The
-// board uses it where ranks share a CPU (collectives/board.cc, `await`).
+// board uses it where ranks share a CPU (collectives/board.cc, `keep_cpu_for`).
 struct BoardAreaTail {
   alignas(kBoardLine) int32_t pinned_cpu;
 };
@@ -74,6 +74,10 @@ struct Boards {
   // do not already cover.
   std::array<uint64_t, kBoardContexts> written_through{};
   std::array<uint64_t, kBoardContexts> compared_through{};
+  // This rank saw every peer's slot of `sequence`, digest compared.
+  void saw_every_peer(uint32_t context, uint64_t sequence) {
+    written_through[context] = compared_through[context] = sequence;
+  }
   // Per transport rank, the one CPU it is pinned to (-1: none, or unknown),
   // and whether any two ranks are pinned to the same one.
   std::vector<int> pinned_cpu;

@@ -133,10 +133,11 @@ TEST(Board, LearnsWhichRanksShareTheCpuTheyArePinnedTo) {
 // keep_cpu_for), and every result must stay right. The threads are not
 // pinned here; what the board decides comes from the pinning it is told.
 // Real processes pinned so: integration.native_shm.shared_cpus.np5.
+// More threads than online CPUs, so the engine counts the ranks as
+// oversubscribed on any machine (3 and 5 on CI's 2 cores).
 TEST(Board, RanksSharingCpusGetTheSameResults) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (2 * cores + 1 > 16) GTEST_SKIP() << cores << " cores: too many threads to have more ranks than cores";
-  for (int n : {cores + 1, 2 * cores + 1}) {
+  for (int n : {cores + 1, cores + 3}) {
     SCOPED_TRACE(std::to_string(n) + " ranks");
     run_ranks(n, [&](p2p::Engine& engine, int rank) {
       ASSERT_TRUE(engine.oversubscribed());  // else the board never asks
