@@ -165,7 +165,7 @@ std::string CommunicatorImpl::transport_name() const {
   return session_->transport ? session_->transport->name() : "none";
 }
 
-void CommunicatorImpl::check_usable() const {
+void CommunicatorImpl::report_unusable() const {
   if (finalized_) fail(Status::finalized, "the communicator was used after finalize()");
   if (session_->closed) {
     fail(Status::finalized, "the communicator was used after the world communicator it was split from was finalized");
@@ -175,6 +175,7 @@ void CommunicatorImpl::check_usable() const {
                 concat("the communicator is unusable after an earlier error: ", sticky_error_->what()),
                 sticky_error_->peer());
   }
+  fail(Status::internal, "report_unusable() called for a usable communicator");
 }
 
 
@@ -258,6 +259,7 @@ void CommunicatorImpl::set_algorithm(Collective op, std::string_view name) {
   if (static_cast<unsigned>(op) >= static_cast<unsigned>(kNumCollectives)) {
     fail(Status::invalid_argument, "set_algorithm: invalid collective value ", static_cast<int>(op));
   }
+  last_shape_[static_cast<size_t>(op)] = {};  // its algorithm may change
   if (name.empty() || name == "auto") {
     forced_[static_cast<size_t>(op)] = nullptr;
     return;

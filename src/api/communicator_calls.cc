@@ -97,7 +97,36 @@ size_t payload_bytes(Collective op, const coll::Args& args, int size) {
   }
 }
 
-void CommunicatorImpl::validate(Collective op, const coll::Args& args) const {
+const CommunicatorImpl::Shape& CommunicatorImpl::validated_shape(Collective op, const coll::Args& args) {
+  Shape& last = last_shape_[static_cast<size_t>(op)];
+  if (!last.repeated_by(args)) {
+    validate_shape(op, args);
+    if (is_block_collective(op)) {
+      // Its count arrays are part of its shape: checked, chosen and digested every call.
+      validate_block_collective(op, args, rank(), size());
+      block_shape_ = make_shape(op, args);
+      return block_shape_;
+    }
+    last = make_shape(op, args);
+  }
+  if ((last.send_needed && args.send == nullptr) || (last.recv_needed && args.recv == nullptr)) {
+    report_null_buffer(op, args);
+  }
+  return last;
+}
+
+CommunicatorImpl::Shape CommunicatorImpl::make_shape(Collective op, const coll::Args& args) const {
+  const coll::Algorithm& algorithm = choose(op, payload_bytes(op, args, size()));
+  Shape shape{args.count, args.dtype, args.op, args.root, &algorithm, call_digest(op, args, algorithm)};
+  if (is_block_collective(op)) return shape;  // validate_block_collective checks their buffers
+  const bool moves_data = op != Collective::barrier && args.count != 0;
+  shape.send_needed = moves_data && op != Collective::broadcast;
+  shape.recv_needed = moves_data && (op != Collective::reduce || rank() == args.root);
+  shape.plain = !session_->settings.check_calls && (moves_data || op == Collective::barrier);
+  return shape;
+}
+
+void CommunicatorImpl::validate_shape(Collective op, const coll::Args& args) const {
   const std::string_view name = collective_name(op);
   if (static_cast<unsigned>(args.dtype) >= static_cast<unsigned>(kNumDataTypes)) {
     fail(Status::invalid_argument, name, ": invalid datatype value ", static_cast<int>(args.dtype));
@@ -118,15 +147,14 @@ void CommunicatorImpl::validate(Collective op, const coll::Args& args) const {
     fail(Status::invalid_argument, name, ": count ", args.count, " of ", to_string(args.dtype), " on ", ranks,
          " ranks overflows the largest payload chorus accepts (2^60 bytes in all)");
   }
-  if (is_block_collective(op)) return validate_block_collective(op, args, rank(), size());
-  if (op == Collective::barrier || args.count == 0) return;
-  bool send_needed = op != Collective::broadcast;
-  bool recv_needed = op != Collective::reduce || rank() == args.root;
-  if (send_needed && args.send == nullptr) fail(Status::invalid_argument, name, ": null send buffer with count ", args.count);
-  if (recv_needed && args.recv == nullptr) {
-    fail(Status::invalid_argument, name, ": null ", op == Collective::broadcast ? "" : "receive ", "buffer with count ",
-         args.count);
+}
+
+void CommunicatorImpl::report_null_buffer(Collective op, const coll::Args& args) const {
+  if (args.send == nullptr && op != Collective::broadcast) {
+    fail(Status::invalid_argument, collective_name(op), ": null send buffer with count ", args.count);
   }
+  fail(Status::invalid_argument, collective_name(op), ": null ", op == Collective::broadcast ? "" : "receive ",
+       "buffer with count ", args.count);
 }
 
 const coll::Algorithm& CommunicatorImpl::choose(Collective op, size_t bytes) const {
@@ -168,16 +196,24 @@ void CommunicatorImpl::run(Collective op, const coll::Args& args) {
 }
 
 void CommunicatorImpl::run_locked(Collective op, const coll::Args& user_args) {
-  validate(op, user_args);
+  const Shape& shape = validated_shape(op, user_args);
   note_call(++*calls_made_, collective_name(op), -1);
   if (size() == 1) return run_single_rank(op, user_args);
-  execute(prepare(op, user_args, scratch_), scratch_, nullptr);
+  // Most calls need nothing of prepare() but the shape's algorithm and
+  // digest and one sequence number (the one prepare() would take): no copy
+  // of the arguments into a PreparedCall, no optional fields.
+  if (shape.plain && (op != Collective::reduce || user_args.recv != nullptr)) {
+    return run_algorithm(op, *shape.algorithm, user_args, p2p::CallTag::collective(context_id_, sequence_++),
+                         shape.digest, scratch_, nullptr);
+  }
+  execute(prepare(op, user_args, shape, scratch_), scratch_, nullptr);
 }
 
-PreparedCall CommunicatorImpl::prepare(Collective op, const coll::Args& user_args, coll::Scratch& scratch) {
+PreparedCall CommunicatorImpl::prepare(Collective op, const coll::Args& user_args, const Shape& shape,
+                                       coll::Scratch& scratch) {
   PreparedCall prepared;
   prepared.op = op;
-  prepared.algorithm = &choose(op, payload_bytes(op, user_args, size()));
+  prepared.algorithm = shape.algorithm;
   // Before the count == 0 shortcut: a rank passing 0 where others do not is a mismatch too.
   if (session_->settings.check_calls) prepared.check_call = p2p::CallTag::collective(context_id_, sequence_++);
   prepared.args = user_args;
@@ -189,7 +225,7 @@ PreparedCall CommunicatorImpl::prepare(Collective op, const coll::Args& user_arg
     prepared.args.recv = scratch.get(3, prepared.args.count * element_size(prepared.args.dtype));
   }
   prepared.call = p2p::CallTag::collective(context_id_, sequence_++);
-  prepared.digest = call_digest(op, prepared.args, *prepared.algorithm);
+  prepared.digest = shape.digest;
   return prepared;
 }
 
@@ -202,17 +238,24 @@ void CommunicatorImpl::execute(const PreparedCall& call, coll::Scratch& scratch,
     });
   }
   if (!call.call) return;
-  coll::Context context(*session_->engine, engine_ranks_, rank(), *call.call, scratch, tuning_, call.digest, suspender);
+  run_algorithm(call.op, algorithm, call.args, *call.call, call.digest, scratch, suspender);
+}
+
+void CommunicatorImpl::run_algorithm(Collective op, const coll::Algorithm& algorithm, const coll::Args& args,
+                                     p2p::CallTag call, uint32_t digest, coll::Scratch& scratch,
+                                     coll::Suspender* suspender) {
+  const char* name = collective_name(op).data();
+  coll::Context context(*session_->engine, engine_ranks_, rank(), call, scratch, tuning_, digest, suspender);
   try {
     guarded(name, [&] {
       try {
-        algorithm.run(context, call.args);
-        check_no_stray_messages(*call.call, suspender != nullptr);
+        algorithm.run(context, args);
+        check_no_stray_messages(call, suspender != nullptr);
       } catch (const Error& e) {
         // The engine saw another call's digest or size: say what this rank called.
         if (e.status() != Status::invalid_argument && e.status() != Status::truncated) throw;
-        throw Error(e.status(),
-                    concat(e.what(), "; this rank called ", describe_call(call.op, call.args, algorithm.name)), e.peer());
+        throw Error(e.status(), concat(e.what(), "; this rank called ", describe_call(op, args, algorithm.name)),
+                    e.peer());
       }
     });
   } catch (const Error& e) {

@@ -186,17 +186,54 @@ class CommunicatorImpl {
   void connect();
   topology::Placement place(const topology::NicDescription& nic, const std::string& host) const;
   void leave_job();
-  void check_usable() const;
+  // Throws if the communicator was finalized, its world was, or an earlier
+  // error made it unusable; inline, as every call asks.
+  void check_usable() const {
+    if (finalized_ || session_->closed || sticky_error_) report_unusable();
+  }
+  [[noreturn, gnu::cold]] void report_unusable() const;
   std::optional<Error> launcher_report(const Error& error);
-  void validate(Collective op, const coll::Args& args) const;
+  // The last shape (count, datatype, reduction op, root) each collective
+  // was called with, once validated, and what that shape decides: the
+  // algorithm, the call digest, the buffers it needs. Programs repeat a
+  // call's shape (a training step's allreduce of one size, a barrier); a
+  // repeat has only its buffers checked and skips the selection and the
+  // digest (docs/performance.md, "The call path of a small call"). Not kept
+  // for the block collectives, whose count arrays are part of the shape;
+  // set_algorithm forgets the collective's.
+  struct Shape {
+    uint64_t count = 0;
+    DataType dtype{};
+    ReduceOp op{};
+    int root = 0;
+    const coll::Algorithm* algorithm = nullptr;  // nullptr: nothing kept
+    uint32_t digest = 0;
+    bool send_needed = false, recv_needed = false;  // buffers that must not be null
+    // run_locked needs nothing of prepare(): no CHORUS_CHECK_CALLS, data to
+    // move or a barrier, not a block collective.
+    bool plain = false;
+    bool repeated_by(const coll::Args& args) const {
+      return algorithm != nullptr && count == args.count && dtype == args.dtype && op == args.op && root == args.root;
+    }
+  };
+  // Validates the call (the shape's checks once per shape, the buffers
+  // every call) and returns its shape. Valid until the next call.
+  const Shape& validated_shape(Collective op, const coll::Args& args);
+  Shape make_shape(Collective op, const coll::Args& args) const;
+  void validate_shape(Collective op, const coll::Args& args) const;  // count, datatype, op, root
+  [[noreturn, gnu::cold]] void report_null_buffer(Collective op, const coll::Args& args) const;
   void run_locked(Collective op, const coll::Args& args);
   void run_single_rank(Collective op, const coll::Args& args);
   // Validation done: picks the algorithm and takes the call's sequence
   // numbers (in call order, so every rank's calls line up); `scratch` serves
   // a reduce's missing receive buffer.
-  PreparedCall prepare(Collective op, const coll::Args& user_args, coll::Scratch& scratch);
+  PreparedCall prepare(Collective op, const coll::Args& user_args, const Shape& shape, coll::Scratch& scratch);
   // Runs a prepared call; `suspender` is the fiber's (non-blocking) or null.
   void execute(const PreparedCall& call, coll::Scratch& scratch, coll::Suspender* suspender);
+  // The algorithm's run and the checks after it, for execute() and for
+  // run_locked()'s calls that need no more of prepare().
+  void run_algorithm(Collective op, const coll::Algorithm& algorithm, const coll::Args& args, p2p::CallTag call,
+                     uint32_t digest, coll::Scratch& scratch, coll::Suspender* suspender);
   void verify_same_call(const CallRecord& mine, p2p::CallTag call, coll::Scratch& scratch, coll::Suspender* suspender);
   // Non-blocking helpers.
   std::shared_ptr<RequestState> completed_request(const char* what) const;
@@ -235,6 +272,8 @@ class CommunicatorImpl {
     const coll::Algorithm* algorithm = nullptr;
   };
   mutable std::array<Choice, kNumCollectives> last_choice_{};
+  std::array<Shape, kNumCollectives> last_shape_{};  // see Shape
+  Shape block_shape_;  // a block collective's, made anew every call
   uint64_t sequence_ = 0;
   uint64_t* calls_made_ = nullptr;  // this communicator's entry in Session::calls_made
   // The failure that made the communicator unusable (check_usable): set by

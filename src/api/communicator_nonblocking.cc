@@ -57,14 +57,14 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
   CallScope scope(*this, name);
   std::lock_guard lock(session_->mutex);
   check_usable();
-  validate(op, args);
+  const Shape& shape = validated_shape(op, args);
   note_call(++*calls_made_, name, -1);
   if (size() == 1) {
     run_single_rank(op, args);
     return completed_request(name);
   }
   std::unique_ptr<coll::Scratch> scratch = take_scratch();
-  PreparedCall prepared = prepare(op, args, *scratch);
+  PreparedCall prepared = prepare(op, args, shape, *scratch);
   if (!prepared.check_call && !prepared.call) {
     spare_scratch_.push_back(std::move(scratch));
     return completed_request(name);

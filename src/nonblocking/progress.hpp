@@ -11,6 +11,7 @@
 #pragma once
 
 #include "collectives/collectives.hpp"
+#include "common/futex_lock.hpp"
 #include "nonblocking/fiber.hpp"
 #include "p2p/engine.hpp"
 
@@ -89,7 +90,7 @@ class DriverMutex {
   // Under the lock: no read-modify-write needed.
   void count_application_lock() { application_locks_.store(application_locks_.load(std::memory_order_relaxed) + 1); }
   static void signal(int eventfd);
-  std::mutex mutex_;
+  FutexLock mutex_;  // not std::mutex: a call takes it, see futex_lock.hpp
   std::atomic<int> waiting_{0};
   std::atomic<uint64_t> application_locks_{0};
   std::atomic<int> wake_on_unlock_{-1};

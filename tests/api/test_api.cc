@@ -85,6 +85,36 @@ TEST_F(SingleRank, InvalidArgumentsNameTheProblem) {
   comm.barrier();
 }
 
+// A call repeating the previous call's count, datatype, op and root skips
+// the checks of those (the communicator keeps them with the algorithm and
+// digest), never the checks of its buffers.
+TEST_F(SingleRank, RepeatedCallsHaveTheirBuffersChecked) {
+  auto comm = Communicator::init();
+  std::vector<float> in(8, 1.0f), out(8, 0.0f);
+  for (int round = 0; round < 2; ++round) {
+    comm.allreduce(in.data(), out.data(), 8, DataType::float32, ReduceOp::sum);
+    EXPECT_EQ(out, in);
+    expect_error(Status::invalid_argument, "allreduce: null send buffer",
+                 [&] { comm.allreduce(nullptr, out.data(), 8, DataType::float32, ReduceOp::sum); });
+    expect_error(Status::invalid_argument, "allreduce: null receive buffer",
+                 [&] { comm.allreduce(in.data(), nullptr, 8, DataType::float32, ReduceOp::sum); });
+    comm.reduce(in.data(), out.data(), 8, DataType::float32, ReduceOp::sum, 0);
+    expect_error(Status::invalid_argument, "reduce: null receive buffer",
+                 [&] { comm.reduce(in.data(), nullptr, 8, DataType::float32, ReduceOp::sum, 0); });
+    comm.broadcast(out.data(), 8, DataType::float32, 0);
+    expect_error(Status::invalid_argument, "broadcast: null buffer",
+                 [&] { comm.broadcast(nullptr, 8, DataType::float32, 0); });
+    // Count 0 is a shape of its own, whose null buffers are fine.
+    comm.allreduce(nullptr, nullptr, 0, DataType::float32, ReduceOp::sum);
+    comm.allreduce(nullptr, nullptr, 0, DataType::float32, ReduceOp::sum);
+    // A shape that differs in one field is checked whole.
+    expect_error(Status::invalid_argument, "root 1 is not a rank",
+                 [&] { comm.broadcast(out.data(), 8, DataType::float32, 1); });
+    expect_error(Status::invalid_argument, "invalid reduction op value 7",
+                 [&] { comm.allreduce(in.data(), out.data(), 8, DataType::float32, static_cast<ReduceOp>(7)); });
+  }
+}
+
 TEST_F(SingleRank, UseAfterFinalizeFails) {
   auto comm = Communicator::init();
   comm.finalize();

@@ -103,6 +103,15 @@ const std::map<std::string, std::function<void(Communicator&, bool odd)>>& cases
          c.set_algorithm(chorus::Collective::allreduce, odd ? "recursive_doubling" : "ring");
          allreduce_ints(c, kCount);
        }},
+      // The communicator keeps a repeated call's algorithm with its shape
+      // (count, datatype, op, root): set_algorithm between two calls of one
+      // shape must still change the second's.
+      {"algorithm_between_repeats", [](Communicator& c, bool odd) {
+         c.set_algorithm(chorus::Collective::allreduce, "ring");
+         allreduce_ints(c, kCount);
+         if (odd) c.set_algorithm(chorus::Collective::allreduce, "recursive_doubling");
+         allreduce_ints(c, kCount);
+       }},
   };
   return table;
 }
@@ -121,12 +130,14 @@ void usage(FILE* out) {
                "  root        broadcast from root 1 where the others use root 0\n"
                "  collective  broadcast where the others call allreduce\n"
                "  algorithm   allreduce forced to recursive_doubling where the others use ring\n"
+               "  algorithm_between_repeats  every rank calls allreduce with ring; then rank %d forces\n"
+               "              recursive_doubling and every rank makes the same call again\n"
                "  gatherv_count  gatherv sending one element more than the root's recv_counts entry\n"
                "  threads     (rank 0) a second thread calls barrier while the first is in allreduce\n"
                "--linger after the case: a rank that fails stays %d s before it exits, and a rank\n"
                "           that learns of the error over %d s after its call began says \"TOO LATE\"\n"
                "Each rank prints \"rank R: error: TEXT\" (exit 3) or \"rank R: completed\" (exit 0).\n",
-               kOddRank, kLingerSeconds, kToldWithinSeconds);
+               kOddRank, kOddRank, kLingerSeconds, kToldWithinSeconds);
 }
 
 }  // namespace
