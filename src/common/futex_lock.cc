@@ -13,14 +13,14 @@ long futex(std::atomic<uint32_t>& word, int operation, uint32_t value) {
 }
 }  // namespace
 
-// EAGAIN (the word changed first) and EINTR are the waits' normal returns;
-// EFAULT/EINVAL/ENOSYS cannot happen for a private futex on this aligned
-// word. Whatever it returns, lock() looks at the word again before it
-// sleeps again, so no return is lost; a lock cannot report an error.
+// The results are not checked, on purpose: EAGAIN (the word changed first)
+// and EINTR are a wait's normal returns, and EFAULT/EINVAL cannot happen
+// for this aligned word. If futexes are refused altogether (ENOSYS under a
+// seccomp filter), every wait returns at once and lock() spins on the
+// word: slower, never wrong, and a wake then has nobody asleep to miss. A
+// lock has no caller to report an error to.
 void FutexLock::sleep_while_taken() { (void)futex(state_, FUTEX_WAIT_PRIVATE, kTakenWithSleepers); }
 
-// Wakes one sleeper, which takes the lock or sleeps again; a failed wake
-// (impossible, as above) would leave it asleep until the next unlock.
 void FutexLock::wake_one() { (void)futex(state_, FUTEX_WAKE_PRIVATE, 1); }
 
 }  // namespace chorus
