@@ -224,9 +224,10 @@ class CommunicatorImpl {
   [[noreturn, gnu::cold]] void report_null_buffer(Collective op, const coll::Args& args) const;
   void run_locked(Collective op, const coll::Args& args);
   void run_single_rank(Collective op, const coll::Args& args);
-  // Validation done: picks the algorithm and takes the call's sequence
-  // numbers (in call order, so every rank's calls line up); `scratch` serves
-  // a reduce's missing receive buffer.
+  // Validation done (`shape` is validated_shape's): takes the call's
+  // sequence numbers (in call order, so every rank's calls line up) and the
+  // shape's algorithm and digest; `scratch` serves a reduce's missing
+  // receive buffer.
   PreparedCall prepare(Collective op, const coll::Args& user_args, const Shape& shape, coll::Scratch& scratch);
   // Runs a prepared call; `suspender` is the fiber's (non-blocking) or null.
   void execute(const PreparedCall& call, coll::Scratch& scratch, coll::Suspender* suspender);
@@ -264,9 +265,11 @@ class CommunicatorImpl {
   int outstanding_operations_ = 0;                             // non-blocking collectives not yet complete
   coll::Tuning tuning_;
   std::array<const coll::Algorithm*, kNumCollectives> forced_{};  // nullptr = table
-  // choose()'s last table answer per collective: programs repeat one size,
-  // and the walk through the rules costs more than the rest of a call's
-  // setup. The answer depends only on (op, bytes) for a communicator.
+  // choose()'s last table answer per collective: the walk through the rules
+  // costs more than the rest of a call's setup. Behind last_shape_, it serves
+  // a new shape of the same payload size (a broadcast whose root rotates)
+  // and selected_algorithm. The answer depends only on (op, bytes) for a
+  // communicator.
   struct Choice {
     size_t bytes = SIZE_MAX;
     const coll::Algorithm* algorithm = nullptr;
