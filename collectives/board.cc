@@ -305,8 +305,14 @@ void reduce_on_board(Collective op, Context& ctx, const Args& args, bool keeps_r
   BoardCall call(ctx, *boards, to_string(op).data());
   call.publish(args.send, bytes);
   if (!keeps_result) return;
-  std::memcpy(args.recv, call.contribution(0), bytes);
-  for (int rank = 1; rank < ctx.size(); ++rank) {
+  // Rank order 0, 1, ..., n-1 on every rank, the first two in one pass.
+  const uint8_t* first = call.contribution(0);
+  if (ctx.size() == 1) {
+    std::memcpy(args.recv, first, bytes);
+  } else {
+    reduce_into(args.recv, first, call.contribution(1), args.count, args.dtype, args.op);
+  }
+  for (int rank = 2; rank < ctx.size(); ++rank) {
     reduce_inplace(args.recv, call.contribution(rank), args.count, args.dtype, args.op);
   }
   deliver_what_peers_sent(ctx);

@@ -104,7 +104,7 @@ struct Settings {
   uint64_t eager_limit = 16 * 1024;                              // CHORUS_EAGER_LIMIT
   uint64_t rendezvous_chunk = 1 << 20;                           // CHORUS_RDV_CHUNK
   int reads_in_flight = 4;                                       // CHORUS_RDV_READS
-  uint64_t board_bytes = 1024;                                   // CHORUS_BOARD_BYTES (<= transport::kBoardDataBytes)
+  uint64_t board_bytes = 2048;                                   // CHORUS_BOARD_BYTES (<= transport::kBoardDataBytes)
   uint64_t reg_cache_bytes = 1ull << 30;                         // CHORUS_REG_CACHE_BYTES
   bool leave_pinned = false;                                     // CHORUS_LEAVE_PINNED
   bool check_calls = false;                                      // CHORUS_CHECK_CALLS
