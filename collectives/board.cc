@@ -144,6 +144,19 @@ class BoardCall {
     return boards_.slot(ctx_.engine_rank(rank), context_, index);
   }
 
+  struct Awaited {
+    uint8_t* slot;
+    uint64_t sequence;
+    bool exact;
+    int rank;
+    BoardCall* call;
+    int keep_on_cpu = -1;  // wait_in_engine: also stop once this rank should keep that CPU
+    bool written() const {
+      const uint64_t seen = transport::board_sequence(slot).load(std::memory_order_acquire);
+      return exact ? seen == sequence : seen >= sequence;
+    }
+  };
+
   // Until `rank`'s slot for `sequence` holds it (exact) or a later call.
   // A peer usually gets there within a microsecond: a short spin first
   // (with more ranks than cores, where the peer may need this core, only
@@ -159,19 +172,59 @@ class BoardCall {
         if (awaited.written()) return awaited.slot;
       }
     } else if (const std::chrono::microseconds keep = keep_cpu_for(rank, awaiting_root); keep.count() != 0) {
-      const auto until = std::chrono::steady_clock::now() + keep;
-      do {
-        for (int spin = 0; spin < kSpinsPerClockRead; ++spin) {
-          cpu_relax();
-          if (awaited.written()) return awaited.slot;
-        }
-      } while (std::chrono::steady_clock::now() < until);
+      if (keep_cpu(awaited, keep)) return awaited.slot;
+    } else if (const int cpu = own_shared_cpu(); cpu >= 0 && lowest_member_on(cpu)) {
+      // Not yet the rank to keep this CPU: the others pinned there may still
+      // be on their way into this call. Yield until they are in it, then
+      // keep it, so that this rank, not one of them, runs when the call
+      // completes (keep_cpu_for); otherwise which rank of the CPU leaves
+      // first would be the scheduler's coin toss at every call.
+      awaited.keep_on_cpu = cpu;
+      wait_in_engine(awaited);
+      if (awaited.written()) return awaited.slot;
+      if (keep_cpu(awaited, kKeepCpuWhileOthersWait)) return awaited.slot;
+      awaited.keep_on_cpu = -1;
     }
+    wait_in_engine(awaited);
+    return awaited.slot;
+  }
+
+  // Until `awaited` is written or `keep` has passed, without yielding.
+  bool keep_cpu(const Awaited& awaited, std::chrono::microseconds keep) const {
+    const auto until = std::chrono::steady_clock::now() + keep;
+    do {
+      for (int spin = 0; spin < kSpinsPerClockRead; ++spin) {
+        cpu_relax();
+        if (awaited.written()) return true;
+      }
+    } while (std::chrono::steady_clock::now() < until);
+    return false;
+  }
+
+  // The engine's wait (it yields at every empty poll where ranks outnumber
+  // cores) until `awaited` is written, a message of this call arrived, or,
+  // where keep_on_cpu is set, this rank became the one to keep that CPU.
+  void wait_in_engine(const Awaited& awaited) {
     // The callables capture one pointer: std::function keeps them inline.
     const Awaited* state = &awaited;
-    engine.wait_until([state] { return state->written() || state->call->stray_message(); },
-                      [state] { return state->call->waiting_for(state->rank, state->sequence); });
-    return awaited.slot;
+    ctx_.engine().wait_until(
+        [state] {
+          return state->written() || state->call->stray_message() ||
+                 (state->keep_on_cpu >= 0 && state->call->lowest_with_the_others_of_its_cpu_in_this_call(state->keep_on_cpu));
+        },
+        [state] { return state->call->waiting_for(state->rank, state->sequence); });
+  }
+
+  // The CPU this rank is pinned to where it shares it with other ranks, else -1.
+  int own_shared_cpu() const {
+    return boards_.shared_cpus ? boards_.pinned_cpu[static_cast<size_t>(ctx_.engine_rank(ctx_.rank()))] : -1;
+  }
+  // No lower member of the communicator is pinned to `cpu`.
+  bool lowest_member_on(int cpu) const {
+    for (int rank = 0; rank < ctx_.rank(); ++rank) {
+      if (boards_.pinned_cpu[static_cast<size_t>(ctx_.engine_rank(rank))] == cpu) return false;
+    }
+    return true;
   }
 
   // Where ranks share CPUs they are pinned to (more ranks than cores, each
@@ -214,17 +267,6 @@ class BoardCall {
   static constexpr std::chrono::microseconds kKeepCpuForRoot{2};
   static constexpr int kSpinsPerClockRead = 64;
 
-  struct Awaited {
-    uint8_t* slot;
-    uint64_t sequence;
-    bool exact;
-    int rank;
-    BoardCall* call;
-    bool written() const {
-      const uint64_t seen = transport::board_sequence(slot).load(std::memory_order_acquire);
-      return exact ? seen == sequence : seen >= sequence;
-    }
-  };
   static constexpr int kSpinsBeforeWait = 2000;  // a few microseconds
   static void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
