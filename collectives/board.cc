@@ -173,12 +173,14 @@ class BoardCall {
       }
     } else if (const std::chrono::microseconds keep = keep_cpu_for(rank, awaiting_root); keep.count() != 0) {
       if (keep_cpu(awaited, keep)) return awaited.slot;
-    } else if (const int cpu = own_shared_cpu(); cpu >= 0 && lowest_member_on(cpu)) {
+    } else if (const int cpu = own_shared_cpu(); cpu >= 0) {
       // Not yet the rank to keep this CPU: the others pinned there may still
       // be on their way into this call. Yield until they are in it, then
       // keep it, so that this rank, not one of them, runs when the call
       // completes (keep_cpu_for); otherwise which rank of the CPU leaves
-      // first would be the scheduler's coin toss at every call.
+      // first would be the scheduler's coin toss at every call. (A rank
+      // that is not the lowest of its CPU never becomes the one: its wait
+      // ends only when the slot is written.)
       awaited.keep_on_cpu = cpu;
       wait_in_engine(awaited);
       if (awaited.written()) return awaited.slot;
@@ -219,13 +221,6 @@ class BoardCall {
   int own_shared_cpu() const {
     return boards_.shared_cpus ? boards_.pinned_cpu[static_cast<size_t>(ctx_.engine_rank(ctx_.rank()))] : -1;
   }
-  // No lower member of the communicator is pinned to `cpu`.
-  bool lowest_member_on(int cpu) const {
-    for (int rank = 0; rank < ctx_.rank(); ++rank) {
-      if (boards_.pinned_cpu[static_cast<size_t>(ctx_.engine_rank(rank))] == cpu) return false;
-    }
-    return true;
-  }
 
   // Where ranks share CPUs they are pinned to (more ranks than cores, each
   // bound: compare-openmpi's shm-np4, mpirun --bind-to core:overload-allowed),
@@ -243,12 +238,10 @@ class BoardCall {
   //    fraction of a microsecond, where a yield costs two context switches.
   // Returns how long to spin before the engine's wait; zero: not at all.
   std::chrono::microseconds keep_cpu_for(int awaited, bool awaiting_root) const {
-    if (!boards_.shared_cpus) return {};
-    const std::vector<int>& pinned = boards_.pinned_cpu;
-    const int cpu = pinned[static_cast<size_t>(ctx_.engine_rank(ctx_.rank()))];
+    const int cpu = own_shared_cpu();
     if (cpu < 0) return {};
     if (lowest_with_the_others_of_its_cpu_in_this_call(cpu)) return kKeepCpuWhileOthersWait;
-    const int root_cpu = pinned[static_cast<size_t>(ctx_.engine_rank(awaited))];
+    const int root_cpu = boards_.pinned_cpu[static_cast<size_t>(ctx_.engine_rank(awaited))];
     return awaiting_root && root_cpu >= 0 && root_cpu != cpu ? kKeepCpuForRoot : std::chrono::microseconds{};
   }
   bool lowest_with_the_others_of_its_cpu_in_this_call(int cpu) const {
