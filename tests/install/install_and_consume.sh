@@ -21,7 +21,7 @@ for program in chorusrun chorus-bench chorus_info chorus-mpicc chorus-mpicxx; do
   test -x "$prefix/bin/$program" || fail "$program was not installed in bin"
 done
 # Names that could clash in /usr/bin live in libexec/chorus.
-for program in compare-openmpi osu_style_bench compare-overlap osu_style_overlap; do
+for program in compare-openmpi osu_style_bench compare-overlap osu_style_overlap core-hop; do
   test ! -e "$prefix/bin/$program" || fail "$program was installed in bin (its name could clash in /usr/bin)"
   if [ -x "$build_dir/bench/osu_style_bench" ]; then
     test -x "$prefix/libexec/chorus/$program" || fail "$program was not installed in libexec/chorus"
@@ -42,6 +42,9 @@ if [ -x "$prefix/libexec/chorus/compare-openmpi" ]; then
   "$prefix/libexec/chorus/compare-openmpi" --no-build --quick --paths shm --ops barrier,iallreduce --max-bytes 4K \
     >"$work/compare.out" 2>&1 ||
     { cat "$work/compare.out"; fail "the installed compare-openmpi did not run"; }
+  # Its placement check found core-hop beside it.
+  grep -q '^# placement check: core-hop CPUs 0,1 at start' "$work/compare.out" ||
+    { cat "$work/compare.out"; fail "the installed compare-openmpi ran without core-hop"; }
 fi
 
 # CMake: find_package and pkg_check_modules.
