@@ -130,33 +130,26 @@ bool await(Line& line, long expected) {
   }
 }
 
+// One side of the bounce: waits for each of its turns (first, first + 2,
+// ...) and answers it; false if the other side gave up or stalled.
+bool bounce(Line& line, long first, long round_trips) {
+  for (long i = first; i < 2 * round_trips; i += 2) {
+    if (!await(line, i)) return false;
+    line.value.store(i + 1, std::memory_order_release);
+  }
+  return true;
+}
+
 // One sample: the mean one-way hop in ns, or a negative value with `error` set.
 double sample(const Options& options, std::string& error) {
   Line line;
   std::string peer_error;
   std::thread peer([&] {
-    if (!pin(options.cpu_b, peer_error)) {
-      line.abandoned = true;
-      return;
-    }
-    for (long i = 1; i < 2 * options.round_trips; i += 2) {
-      if (!await(line, i)) {
-        line.abandoned = true;
-        return;
-      }
-      line.value.store(i + 1, std::memory_order_release);
-    }
+    if (!pin(options.cpu_b, peer_error) || !bounce(line, 1, options.round_trips)) line.abandoned = true;
   });
   bool ok = pin(options.cpu_a, error);
   const auto start = Clock::now();
-  for (long i = 0; ok && i < 2 * options.round_trips; i += 2) {
-    if (!await(line, i)) {
-      ok = false;
-      break;
-    }
-    line.value.store(i + 1, std::memory_order_release);
-  }
-  ok = ok && await(line, 2 * options.round_trips);
+  ok = ok && bounce(line, 0, options.round_trips) && await(line, 2 * options.round_trips);
   const auto end = Clock::now();
   if (!ok) line.abandoned = true;
   peer.join();
