@@ -72,16 +72,6 @@ class Scratch {
   Buffer buffers_[4];
 };
 
-// How an algorithm waits. Blocking calls wait in the engine's progress loop
-// (the default, no Suspender); a non-blocking call runs its algorithm on a
-// fiber whose Suspender gives the thread back until the request is done
-// (src/nonblocking/), so the same algorithm code serves both.
-class Suspender {
- public:
-  virtual ~Suspender() = default;
-  virtual void wait(p2p::Engine& engine, p2p::Request& request) = 0;
-};
-
 // What an algorithm sees: ranks 0..size-1 of its communicator, tagged
 // point-to-point, waits, scratch and tuning. Steps are distinct message
 // tags inside one collective call (0..CallTag::kMaxStep: a larger step
@@ -91,10 +81,12 @@ class Context {
  public:
   // `call_check` is a digest of the call's arguments and algorithm; it rides
   // on every message so a rank whose call differs is told so, not fed data.
+  // `on_fiber`: a non-blocking call's algorithm, whose waits suspend its
+  // fiber (the engine does that: the algorithm waits the same way).
   Context(p2p::Engine& engine, std::span<const int> engine_ranks, int rank, p2p::CallTag call, Scratch& scratch,
-          const Tuning& tuning, uint32_t call_check = 0, Suspender* suspender = nullptr)
+          const Tuning& tuning, uint32_t call_check = 0, bool on_fiber = false)
       : engine_(engine), engine_ranks_(engine_ranks), rank_(rank), call_(call), scratch_(scratch), tuning_(tuning),
-        call_check_(call_check), suspender_(suspender) {}
+        call_check_(call_check), on_fiber_(on_fiber) {}
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(engine_ranks_.size()); }
@@ -108,25 +100,14 @@ class Context {
     return engine_.irecv(engine_ranks_[static_cast<size_t>(from)], tag(step), buf, bytes, p2p::kExactTag,
                          p2p::CallCheck{call_check_, p2p::CallTag::kCallMask});
   }
-  void wait(p2p::Request& request) {
-    if (suspender_ == nullptr) {
-      engine_.wait(request);
-    } else {
-      suspender_->wait(engine_, request);
-    }
-  }
-  void wait_all(std::span<p2p::Request> requests) {
-    if (suspender_ == nullptr) return engine_.wait_all(requests);
-    for (p2p::Request& request : requests) {
-      if (request.valid()) suspender_->wait(engine_, request);
-    }
-  }
+  void wait(p2p::Request& request) { engine_.wait(request); }
+  void wait_all(std::span<p2p::Request> requests) { engine_.wait_all(requests); }
   // The board algorithms (board.cc): this call's communicator's boards, or
   // nullptr where its ranks share no memory, its context has no board, or
   // the call runs on a fiber (a board call waits where it is issued, in
   // call order, which concurrent non-blocking calls cannot promise).
   transport::Boards* boards() const {
-    if (suspender_ != nullptr || p2p::CallTag::context_of(call_.base()) >= transport::kBoardContexts) return nullptr;
+    if (on_fiber_ || p2p::CallTag::context_of(call_.base()) >= transport::kBoardContexts) return nullptr;
     return engine_.transport().boards();
   }
   uint32_t context_id() const { return p2p::CallTag::context_of(call_.base()); }
@@ -152,7 +133,7 @@ class Context {
   Scratch& scratch_;
   const Tuning& tuning_;
   uint32_t call_check_;
-  Suspender* suspender_;
+  bool on_fiber_;
 };
 
 using AlgorithmFn = void (*)(Context& ctx, const Args& args);

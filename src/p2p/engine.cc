@@ -1,6 +1,6 @@
 // The P2P engine (engine.hpp): posting sends and receives, matching them with
 // arrivals, the transport's callbacks and failing operations; the Engine
-// facade. Rendezvous: engine_rendezvous.cc; waiting: engine_progress.cc.
+// facade. Rendezvous: engine_rendezvous.cc; waiting: progress.cc.
 #include "p2p/engine_impl.hpp"
 
 #include "common/log.hpp"
@@ -13,26 +13,6 @@
 
 namespace chorus::p2p {
 
-namespace {
-
-// Cores the local ranks can share. A rank pinned to a few CPUs (placement's
-// --bind=core, taskset, mpirun --bind-to core; a core may be 2 hardware
-// threads) sees fewer CPUs in its own mask than there are local ranks
-// although its peers sit on other cores: then the machine's online CPUs are
-// what counts. Ranks deliberately pinned to one shared core are not
-// detected (rare; placement leaves ranks unbound when they outnumber cores).
-unsigned usable_cpus(int local_size) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  const int own = std::max(1, CPU_COUNT(&set));
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  if (own < local_size && online > own) return static_cast<unsigned>(online);
-  return static_cast<unsigned>(own);
-}
-
-}  // namespace
-
 Engine::Impl::Impl(transport::Transport& transport, int rank, int size, int local_size, const config::Settings& settings)
     : transport_(transport),
       rank_(rank),
@@ -40,14 +20,10 @@ Engine::Impl::Impl(transport::Transport& transport, int rank, int size, int loca
       settings_(settings),
       eager_limit_(std::min<size_t>(settings.eager_limit, transport.max_eager_bytes() - sizeof(MessageHeader))),
       reg_cache_(transport, settings.reg_cache_bytes, settings.leave_pinned),
-      // With more ranks than cores, a spinning rank steals the core of the
-      // peer it waits for: give the core away as soon as a poll is empty.
-      oversubscribed_(static_cast<unsigned>(local_size) > usable_cpus(local_size)),
       posted_(size),
       unexpected_(size),
-      peer_failures_(static_cast<size_t>(size)) {
-  if (oversubscribed_) log::info("more local ranks (", local_size, ") than usable cores: progress yields when idle");
-}
+      peer_failures_(static_cast<size_t>(size)),
+      progress_(*this, local_size) {}
 
 Request Engine::Impl::isend(int peer, Tag tag, const void* buffer, size_t bytes, uint32_t call_check) {
   check_peer(peer, "send to");
@@ -325,12 +301,12 @@ std::optional<Completion> Engine::probe(int peer, Tag tag, Tag tag_mask) { retur
 void Engine::progress_until(const Request& request, const std::function<bool()>& stop) {
   impl_->progress_until(request, stop);
 }
-bool Engine::oversubscribed() const { return impl_->oversubscribed(); }
+bool Engine::oversubscribed() const { return impl_->progress_engine().waiter_yields(); }
 void Engine::wait_until(const std::function<bool()>& done, const std::function<Waiting()>& waiting_for) {
   impl_->wait_until(done, waiting_for);
 }
 void Engine::set_failure_probe(std::function<std::optional<Error>()> probe) {
-  impl_->set_failure_probe(std::move(probe));
+  impl_->progress_engine().set_failure_probe(std::move(probe));
 }
 void Engine::flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept {
   impl_->flush_sends(linger, limit);
@@ -339,12 +315,12 @@ void Engine::set_timeout(std::chrono::milliseconds timeout) { impl_->set_timeout
 std::chrono::milliseconds Engine::timeout() const { return impl_->settings().timeout; }
 bool Engine::finished(const Request& request) const { return impl_->finished(request); }
 Error Engine::timeout_error(const Request& request) { return impl_->timeout_error(request); }
-std::optional<Error> Engine::probe_failure() { return impl_->probe_failure(); }
+std::optional<Error> Engine::probe_failure() { return impl_->progress_engine().probe_failure(); }
 size_t Engine::unexpected_count() const { return impl_->unexpected_count(); }
 std::optional<std::pair<int, Tag>> Engine::find_unexpected(const std::function<bool(int, Tag)>& match) const {
   return impl_->find_unexpected(match);
 }
-void Engine::set_progress_hook(std::function<int()> hook) { impl_->set_progress_hook(std::move(hook)); }
+Progress& Engine::progress_engine() { return impl_->progress_engine(); }
 const Counters& Engine::counters() const { return impl_->counters(); }
 void Engine::abandon_all(const Error& cause) { impl_->abandon_all(cause); }
 void Engine::persist_memory(const void* base, size_t bytes) { impl_->reg_cache().add_persistent(base, bytes); }

@@ -12,6 +12,7 @@
 //
 // Threading: one thread drives an Engine at a time (the communicator holds the
 // session lock around each call, and the progress thread takes the same lock).
+// Progress, waits and the non-blocking operations: progress.hpp.
 #pragma once
 
 #include "common/config.hpp"
@@ -28,6 +29,8 @@
 #include <string>
 
 namespace chorus::p2p {
+
+class Progress;
 
 // Handle of an outstanding operation; cheap to copy. A handle is consumed by
 // the wait()/test() that reports its completion. An eager send the transport
@@ -91,7 +94,8 @@ class Engine {
   Request irecv(int peer, Tag tag, void* buf, size_t bytes, Tag tag_mask = kExactTag, CallCheck check = {});
 
   // Blocks until done (progressing everything), or throws: Status::timeout
-  // after the configured timeout, or the error that failed the request.
+  // after the configured timeout, or the error that failed the request. On
+  // the fiber of a non-blocking operation it suspends the fiber instead.
   Completion wait(Request& request);
   void wait_all(std::span<Request> requests);
   // Progresses once; true (and fills `done`) if the request completed.
@@ -112,11 +116,10 @@ class Engine {
   // The first queued message (source, tag) that satisfies `match`.
   std::optional<std::pair<int, Tag>> find_unexpected(const std::function<bool(int, Tag)>& match) const;
 
-  // Called by every progress loop of the engine (wait, flush) after each
-  // poll while it is set: the non-blocking layer resumes its operations
-  // there, so a blocking call never starves an outstanding one. Returns how
-  // many things it advanced. Cleared with nullptr.
-  void set_progress_hook(std::function<int()> hook);
+  // The engine's progress (progress.hpp): every wait runs its loop, and it
+  // holds the non-blocking operations, which every wait's polls move along
+  // (a blocking call never starves an outstanding one).
+  Progress& progress_engine();
 
   // Polls the transport once, then looks for a message that a receive for
   // (`peer` or kAnySource, `tag` on the bits of `tag_mask`) posted now would

@@ -1,13 +1,14 @@
 // The engine's state (Engine::Impl): request slots, matching queues and
 // deferred rendezvous work. Shared by engine.cc (posting, matching, the
 // transport's callbacks, failing operations), engine_rendezvous.cc
-// (RTS -> reads -> FIN) and engine_progress.cc (waiting: spin, block,
-// timeouts, the failure probe).
+// (RTS -> reads -> FIN) and progress.cc (waiting, through the engine's
+// Progress: spin, block, timeouts, the failure probe).
 #pragma once
 
 #include "p2p/engine.hpp"
 
 #include "common/error.hpp"
+#include "p2p/progress.hpp"
 #include "p2p/reg_cache.hpp"
 #include "p2p/wire.hpp"
 
@@ -126,7 +127,7 @@ class Engine::Impl final : public transport::Sink {
   void on_error(uint64_t context, int peer, const Error& error) override;
   void abandon_all(const Error& cause);
 
-  // --- waiting (engine_progress.cc) ---
+  // --- waiting (progress.cc) ---
 
   Completion wait(Request& request);
   void wait_all(std::span<Request> requests);
@@ -135,10 +136,7 @@ class Engine::Impl final : public transport::Sink {
   void flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept;
 
   int progress() { return poll_transport(); }
-  bool oversubscribed() const { return oversubscribed_; }
-  void set_failure_probe(std::function<std::optional<Error>()> probe) { failure_probe_ = std::move(probe); }
-  std::optional<Error> probe_failure() { return failure_probe_ ? failure_probe_() : std::nullopt; }
-  void set_progress_hook(std::function<int()> hook) { progress_hook_ = std::move(hook); }
+  Progress& progress_engine() { return progress_; }
   bool finished(const Request& request) const { return request.finished_send() || finished(lookup(request)); }
   size_t unexpected_count() const { return unexpected_.size(); }
   Error timeout_error(const Request& request) { return timeout_error(lookup(request)); }
@@ -248,20 +246,12 @@ class Engine::Impl final : public transport::Sink {
   void send_fin(int peer, uint64_t send_id);
   void finish_send(int peer, uint64_t send_id);
 
-  // engine_progress.cc
+  // progress.cc
+  friend class Progress;  // polls, sleeps on the transport, counts blocked waits
   std::string describe_wait(const Slot& slot) const;
   Error timeout_error(const Slot& slot);
-  // `Describe` gives (peer, what is awaited) for a failure's message;
-  // `Timeout` the Error of a wait that made no progress for the timeout.
-  template <class Describe>
-  void probe_for_failures(const Describe& describe, Clock::time_point now, Clock::time_point& next_probe);
   template <class Done>
   void progress_until(const Slot& slot, Done done);
-  // `blocking`: idle may sleep on the transport's fd (the awaited event
-  // arrives through the transport); else it only yields.
-  template <class Done, class Timeout, class Describe>
-  void progress_loop(Done done, const Timeout& timeout, const Describe& describe, bool blocking);
-  void idle(Clock::duration remaining, bool blocking);
 
   transport::Transport& transport_;
   int rank_;
@@ -269,17 +259,15 @@ class Engine::Impl final : public transport::Sink {
   config::Settings settings_;
   size_t eager_limit_;
   RegCache reg_cache_;
-  bool oversubscribed_;
   std::deque<Slot> slots_;  // deque: references stay valid as it grows
   std::vector<uint32_t> free_slots_;
   PostedReceives posted_;
   UnexpectedMessages<Unexpected> unexpected_;
-  std::function<std::optional<Error>()> failure_probe_;
-  std::function<int()> progress_hook_;
   std::vector<std::optional<Error>> peer_failures_;
   std::vector<uint64_t> deferred_reads_;               // receives whose reads to (re)issue
   std::vector<std::pair<int, uint64_t>> deferred_fins_;  // (peer, send id)
   Counters counters_;
+  Progress progress_;  // last: made after, and gone before, what it drives
 };
 
 }  // namespace chorus::p2p

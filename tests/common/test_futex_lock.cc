@@ -1,4 +1,4 @@
-// FutexLock (src/common/futex_lock.hpp), the session's lock: mutual
+// FutexLock (src/base/common/futex_lock.hpp), the session's lock: mutual
 // exclusion under contention, with holders that keep it long enough that
 // waiters take the futex sleep, and try_lock's answer.
 #include "common/futex_lock.hpp"

@@ -3,7 +3,7 @@
 // when it sleeps, with a fake transport whose wait fd the test makes
 // readable. What it moves on a real UD QP is tested in the lab
 // (tests/verbs: verbs.nonblocking.ud_between_calls.*).
-#include "nonblocking/progress.hpp"
+#include "p2p/progress.hpp"
 
 #include <gtest/gtest.h>
 
@@ -84,16 +84,16 @@ int settled(const DutyTransport& transport) {
 
 struct Fixture {
   explicit Fixture(bool needs_progress, bool thread = true)
-      : transport(needs_progress), engine(transport, 0, 1, 1, settings()) {
-    progress = std::make_unique<nb::Progress>(engine, mutex, thread, 0us, 10000ms);
+      : transport(needs_progress), engine(transport, 0, 1, 1, settings()), progress(&engine.progress_engine()) {
     std::lock_guard lock(mutex);  // as the session does after connect
+    progress->enable_operations(mutex, thread);
     progress->serve_between_calls();
   }
-  ~Fixture() { progress.reset(); }
+  ~Fixture() { progress->stop_thread(); }
+  p2p::DriverMutex mutex;
   DutyTransport transport;
   p2p::Engine engine;
-  nb::DriverMutex mutex;
-  std::unique_ptr<nb::Progress> progress;
+  p2p::Progress* progress;
 };
 
 }  // namespace
@@ -153,7 +153,7 @@ TEST(ProgressBetweenCalls, NoThreadForOtherTransportsOrCallerProgress) {
 // concurrency").
 TEST(ProgressWaitAny, AnOperationCompletedWhileWaitingForTheLockEndsTheWait) {
   Fixture f(false, false);
-  nb::Operation operation("irecv");
+  p2p::Operation operation("irecv");
   std::atomic<bool> holding{false};
   std::thread completer([&] {
     std::lock_guard lock(f.mutex);

@@ -1,6 +1,6 @@
-// Fibers (src/nonblocking/fiber.hpp): suspend and resume, resumption from
+// Fibers (src/p2p/fiber.hpp): suspend and resume, resumption from
 // another thread, exceptions kept for the owner, nesting.
-#include "nonblocking/fiber.hpp"
+#include "p2p/fiber.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-using chorus::nb::Fiber;
+using chorus::p2p::Fiber;
 
 TEST(Fiber, SuspendsAndResumesWhereItLeft) {
   std::vector<int> trace;

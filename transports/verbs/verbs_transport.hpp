@@ -1,7 +1,7 @@
 // The verbs transports (docs/transport-verbs.md, docs/transport-ud.md): the
 // RC mesh (one RC QP per peer, rc_mesh_*.cc) and the UD scalable mode (one
 // UD QP and SRQ per process, ud_*.cc). The transport factory
-// (src/api/transport_factory.cc) picks one by CHORUS_VERBS_MODE.
+// (src/front/api/transport_factory.cc) picks one by CHORUS_VERBS_MODE.
 #pragma once
 
 #include "transports/transport.hpp"

@@ -1,11 +1,9 @@
-// Non-blocking calls (docs/nonblocking.md): each starts an nb::Operation
-// under the session lock and hands it to the session's Progress; the public
+// Non-blocking calls (docs/nonblocking.md): each starts a p2p::Operation
+// under the session lock and hands it to the engine's Progress; the public
 // Request waits on it.
 #include "api/communicator_impl.hpp"
 
 #include "common/error.hpp"
-
-#include <unistd.h>
 
 namespace chorus {
 
@@ -16,35 +14,33 @@ namespace {
 constexpr size_t kLargeOperationBytes = 64 * 1024;
 }  // namespace
 
-nb::Progress& Session::nonblocking() {
-  if (!progress) {
-    // The progress thread spins like a waiting caller only when every local
-    // rank's application thread and progress thread have a CPU each: on
-    // fewer CPUs its spinning takes the CPU from the application it should
-    // overlap with (and from the thread about to wait), so it naps at once.
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    const bool cpus_to_spare = cpus > 0 && 2L * job.local_size <= cpus;
-    nb::ProgressThreadPlace place{progress_cpus, settings.report_bindings, job.rank};
-    progress = std::make_unique<nb::Progress>(*engine, mutex, settings.progress == "thread",
-                                              cpus_to_spare ? settings.spin : std::chrono::microseconds(0),
-                                              settings.timeout, std::move(place));
+p2p::Progress& Session::nonblocking() {
+  p2p::Progress& progress = engine->progress_engine();
+  if (!progress.operations_enabled()) {
+    progress.enable_operations(mutex, settings.progress == "thread",
+                               p2p::ProgressThreadPlace{progress_cpus, settings.report_bindings, job.rank});
   }
-  return *progress;
+  return progress;
+}
+
+p2p::Progress* Session::operations() {
+  if (!engine || !engine->progress_engine().operations_enabled()) return nullptr;
+  return &engine->progress_engine();
 }
 
 std::shared_ptr<RequestState> CommunicatorImpl::completed_request(const char* what) const {
-  auto operation = std::make_shared<nb::Operation>(what);
+  auto operation = std::make_shared<p2p::Operation>(what);
   operation->complete.store(true);
   return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
 }
 
-std::unique_ptr<coll::Scratch> CommunicatorImpl::take_scratch() {
+std::shared_ptr<coll::Scratch> CommunicatorImpl::take_scratch() {
   if (!spare_scratch_.empty()) {
-    std::unique_ptr<coll::Scratch> scratch = std::move(spare_scratch_.back());
+    std::shared_ptr<coll::Scratch> scratch = std::move(spare_scratch_.back());
     spare_scratch_.pop_back();
     return scratch;
   }
-  auto scratch = std::make_unique<coll::Scratch>();
+  auto scratch = std::make_shared<coll::Scratch>();
   scratch->track_with(&session_->engine);
   return scratch;
 }
@@ -63,31 +59,28 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
     run_single_rank(op, args);
     return completed_request(name);
   }
-  std::unique_ptr<coll::Scratch> scratch = take_scratch();
+  std::shared_ptr<coll::Scratch> scratch = take_scratch();
   PreparedCall prepared = prepare(op, args, shape, *scratch);
   if (!prepared.check_call && !prepared.call) {
     spare_scratch_.push_back(std::move(scratch));
     return completed_request(name);
   }
-  auto operation = std::make_shared<nb::Operation>(name);
+  auto operation = std::make_shared<p2p::Operation>(name);
   operation->owner = this;
-  operation->scratch = std::move(scratch);
+  coll::Scratch* const call_scratch = scratch.get();
+  operation->resources = std::move(scratch);
   ++outstanding_operations_;
-  operation->on_complete = [this](nb::Operation& done) {
+  operation->on_complete = [this](p2p::Operation& done) {
     // Under the lock. The communicator outlives its operations: finalize
     // completes them first.
     --outstanding_operations_;
-    if (done.scratch) spare_scratch_.push_back(std::move(done.scratch));
+    if (done.resources) spare_scratch_.push_back(std::static_pointer_cast<coll::Scratch>(std::move(done.resources)));
     if (done.error && !sticky_error_) become_unusable(*done.error);  // a detached one's error still counts
   };
-  nb::Operation* raw = operation.get();
   const bool large = payload_bytes(op, args, size()) >= kLargeOperationBytes;
   session_->nonblocking().start_collective(
       operation,
-      [this, prepared, raw] {
-        nb::FiberSuspender suspender(*raw);
-        execute(prepared, *raw->scratch, &suspender);
-      },
+      [this, prepared, call_scratch] { execute(prepared, *call_scratch, /*on_fiber=*/true); },
       large);
   return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
 }
@@ -108,12 +101,12 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
   check_message_bytes("isend", bytes);
   const int engine_peer = engine_rank_of(peer, "isend");
   note_call(0, "isend", engine_peer);
-  auto operation = std::make_shared<nb::Operation>("isend");
+  auto operation = std::make_shared<p2p::Operation>("isend");
   operation->owner = this;
   guarded("isend", [&] {
     operation->request = session_->engine->isend(engine_peer, p2p::CallTag::point_to_point(context_id_, tag), buf, bytes);
   });
-  operation->on_complete = [this](nb::Operation& done) {
+  operation->on_complete = [this](p2p::Operation& done) {
     if (done.error && !sticky_error_) {
       done.error = become_unusable(
           Error(done.error->status(), concat("isend on rank ", rank_, " failed: ", done.error->what()), done.error->peer()));
@@ -132,13 +125,13 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "irecv");
   note_call(0, "irecv", engine_peer);
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
-  auto operation = std::make_shared<nb::Operation>("irecv");
+  auto operation = std::make_shared<p2p::Operation>("irecv");
   operation->owner = this;
   guarded("irecv", [&] {
     operation->request = session_->engine->irecv(
         engine_peer, p2p::CallTag::point_to_point(context_id_, tag == kAnyTag ? 0 : tag), buf, bytes, mask);
   });
-  operation->on_complete = [this](nb::Operation& done) {
+  operation->on_complete = [this](p2p::Operation& done) {
     if (done.error) {
       // A message larger than the buffer is the receiver's mistake and
       // leaves the engine consistent (as recv): not sticky.
@@ -180,19 +173,19 @@ void Request::wait() {
   std::shared_ptr<RequestState> state = state_;
   Received got;
   settle(state_, got);  // empty whatever the outcome
-  nb::Operation& operation = *state->operation;
-  if (!operation.complete.load(std::memory_order_acquire)) state->session->progress->wait(operation);
+  p2p::Operation& operation = *state->operation;
+  if (!operation.complete.load(std::memory_order_acquire)) state->session->operations()->wait(operation);
   received_ = operation.received;
   if (operation.error) throw *operation.error;
 }
 
 bool Request::test() {
   if (!state_) return true;
-  nb::Operation& operation = *state_->operation;
+  p2p::Operation& operation = *state_->operation;
   bool done = operation.complete.load(std::memory_order_acquire);
   if (!done) {
     try {
-      done = state_->session->progress->test(operation);
+      done = state_->session->operations()->test(operation);
     } catch (const Error&) {
       settle(state_, received_);
       throw;
@@ -227,13 +220,13 @@ size_t wait_any(std::span<Request> requests) {
     }
     if (!any_active) return requests.size();
     // Progress towards all of them at once, then look again.
-    std::vector<nb::Operation*> operations;
-    nb::Progress* progress = nullptr;
+    std::vector<p2p::Operation*> operations;
+    p2p::Progress* progress = nullptr;
     for (Request& request : requests) {
       if (!request.active()) continue;
       RequestState& state = *request.state_;
       operations.push_back(state.operation.get());
-      progress = state.session->progress.get();
+      progress = state.session->operations();
     }
     if (progress != nullptr) progress->wait_any(operations);
   }

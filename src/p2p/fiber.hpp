@@ -20,7 +20,7 @@
 #include <functional>
 #include <memory>
 
-namespace chorus::nb {
+namespace chorus::p2p {
 
 // A fiber stack: `bytes` plus a guard page below it, mapped lazily. Kept in a
 // per-thread pool when its fiber ends.
@@ -97,4 +97,4 @@ class Fiber {
   void* tsan_caller_ = nullptr;
 };
 
-}  // namespace chorus::nb
+}  // namespace chorus::p2p

@@ -1,4 +1,4 @@
-#include "nonblocking/fiber.hpp"
+#include "p2p/fiber.hpp"
 
 #include "common/error.hpp"
 
@@ -44,7 +44,7 @@ extern "C" void __tsan_switch_to_fiber(void* fiber, unsigned flags);
 // r12 (see Fiber::Fiber).
 extern "C" void chorus_fiber_switch(void** save, void* next);
 extern "C" void chorus_fiber_start();
-extern "C" void chorus_fiber_main(void* self) { chorus::nb::Fiber::run(static_cast<chorus::nb::Fiber*>(self)); }
+extern "C" void chorus_fiber_main(void* self) { chorus::p2p::Fiber::run(static_cast<chorus::p2p::Fiber*>(self)); }
 asm(R"(
   .text
   .globl chorus_fiber_switch
@@ -88,7 +88,7 @@ chorus_fiber_start:
 )");
 #endif
 
-namespace chorus::nb {
+namespace chorus::p2p {
 
 namespace {
 thread_local Fiber* current_fiber = nullptr;
@@ -264,4 +264,4 @@ void Fiber::run_body() noexcept {
   }
 }
 
-}  // namespace chorus::nb
+}  // namespace chorus::p2p

@@ -1,19 +1,24 @@
-// Outstanding non-blocking operations of one process and what advances them
-// (docs/nonblocking.md): the caller inside wait/test and every blocking call,
-// and, with CHORUS_PROGRESS=thread, one progress thread while the application
-// computes.
+// The progress engine of one process (docs/p2p.md, "Progress"; UCX's worker,
+// Open MPI's opal_progress): the one owner of progress for blocking and
+// non-blocking calls alike. It polls the transport and resumes the
+// outstanding non-blocking operations in one step (poll()); it runs the loop
+// of every wait (spin, then sleep on the transport's fd, the timeout, the
+// failure probe, the CPU-oversubscription rule: wait_loop()); and, with
+// CHORUS_PROGRESS=thread, the progress thread, which sleeps the same way.
 //
-// A collective operation runs its algorithm on a Fiber: when the algorithm
-// waits for a request that is not done, the fiber suspends and whoever drives
-// progress resumes it once the request has finished. A point-to-point
-// operation is just an engine request. Everything here runs under the
-// session lock (DriverMutex), except Progress::wait/test, which take it.
+// A blocking call starts its requests and waits on them here. A
+// non-blocking collective runs its (blocking-style) algorithm on a Fiber:
+// the algorithm's Engine::wait on a request that is not done suspends the
+// fiber (suspend_until), and whoever drives progress resumes it once the
+// request has finished. A point-to-point operation is just an engine
+// request. Everything here runs under the session lock (DriverMutex),
+// except wait/test/wait_any, which take it.
 #pragma once
 
-#include "collectives/collectives.hpp"
+#include "common/config.hpp"
 #include "common/futex_lock.hpp"
-#include "nonblocking/fiber.hpp"
 #include "p2p/engine.hpp"
+#include "p2p/fiber.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -26,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-namespace chorus::nb {
+namespace chorus::p2p {
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -115,22 +120,13 @@ struct Operation {
   p2p::Completion completion;
   Received received;  // in the communicator's ranks (set by on_complete)
 
-  // A collective's scratch, returned to its communicator on completion.
-  std::unique_ptr<coll::Scratch> scratch;
+  // What the operation's owner keeps alive until it completes (a
+  // collective's scratch, handed back to its communicator by on_complete).
+  std::shared_ptr<void> resources;
 
   // Runs under the lock when the operation completes (returns scratch,
   // records a sticky error, translates ranks). Must not throw.
   std::function<void(Operation&)> on_complete;
-};
-
-// How a collective's algorithm waits on its fiber.
-class FiberSuspender final : public coll::Suspender {
- public:
-  explicit FiberSuspender(Operation& operation) : operation_(operation) {}
-  void wait(p2p::Engine& engine, p2p::Request& request) override;
-
- private:
-  Operation& operation_;
 };
 
 // Where the progress thread runs (placement's plan; docs/placement.md).
@@ -140,14 +136,68 @@ struct ProgressThreadPlace {
   int rank = 0;                // for that line
 };
 
+// The rules of progress, each defined once.
+struct ProgressRules {
+  // A long wait asks the launcher whether a rank failed at most this often,
+  // so survivors learn of a death in about a second, not after the timeout.
+  static constexpr auto kFailureProbeInterval = std::chrono::seconds(1);
+  // Reading the clock costs as much as an empty poll of shared memory (more
+  // in a VM): a wait reads it only every this many empty polls.
+  static constexpr int kEmptyPollsPerClockRead = 32;
+  // A sleep on the transport's fd lasts at most this long, so the timeout
+  // check and stray wakeups stay cheap.
+  static constexpr auto kLongestSleep = std::chrono::milliseconds(100);
+
+  // From the number of ranks on this host and the CPUs they can use:
+  // - waiter_yields: more local ranks than cores: a spinning rank steals
+  //   the core of the peer it waits for, so a waiter gives its core away as
+  //   soon as a poll is empty;
+  // - thread_spins: every local rank's application thread and progress
+  //   thread have a CPU each; on fewer, the thread's spinning takes the CPU
+  //   from the application it should overlap with, so it naps at once.
+  bool waiter_yields = false;
+  bool thread_spins = false;
+  static ProgressRules for_host(int local_size);
+};
+
 class Progress {
  public:
-  // `thread`: start a progress thread with the first operation.
-  Progress(p2p::Engine& engine, DriverMutex& mutex, bool thread, std::chrono::microseconds spin,
-           std::chrono::milliseconds timeout, ProgressThreadPlace place = {});
-  ~Progress();  // stops the thread: call it without the lock, after complete_all()
+  using Clock = std::chrono::steady_clock;
+
+  // Made by the engine it drives.
+  Progress(Engine::Impl& engine, int local_size);
+  ~Progress();  // stops the thread: call stop_thread() first, without the lock
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
+
+  // --- the loop of every wait (engine_progress.cc) ---
+
+  // Polls the transport once and resumes what can move on: how many events.
+  int poll();
+  // Progresses until `done()`: spins for CHORUS_SPIN_US after the last
+  // event, then sleeps (on the transport's fd when `blocking`, the awaited
+  // event arriving through the transport; else it yields), probes for
+  // failed ranks about once a second, and throws timeout() after
+  // CHORUS_TIMEOUT without progress.
+  template <class Done, class Timeout, class Describe>
+  void wait_loop(Done done, const Timeout& timeout, const Describe& describe, bool blocking);
+  // On the fiber of an operation being resumed: gives the thread back until
+  // `request` has finished (the operation's algorithm waits here).
+  void suspend_until(const Request& request);
+  // Whether this thread runs an operation's fiber (its waits suspend).
+  bool on_operation_fiber() const { return running_ != nullptr && Fiber::current() != nullptr; }
+  bool waiter_yields() const { return rules_.waiter_yields; }
+  void set_failure_probe(std::function<std::optional<Error>()> probe) { failure_probe_ = std::move(probe); }
+  std::optional<Error> probe_failure() { return failure_probe_ ? failure_probe_() : std::nullopt; }
+
+  // --- non-blocking operations ---
+
+  // Once, by the session, under `mutex` (its lock) before the first
+  // operation. `thread`: start a progress thread with the first operation.
+  void enable_operations(DriverMutex& mutex, bool thread, ProgressThreadPlace place = {});
+  bool operations_enabled() const { return mutex_ != nullptr; }
+  // Without the lock (the thread may be waiting for it); before teardown.
+  void stop_thread();
 
   // Under the lock. A collective runs `body` on a fiber right away, until its
   // first wait; a point-to-point operation brings its engine request.
@@ -168,7 +218,7 @@ class Progress {
   // failing them after the timeout. Errors stay on the operations.
   void complete_all(std::unique_lock<DriverMutex>& lock, const void* owner);
 
-  // Under the lock: resumes what can move on. The engine's progress hook.
+  // Under the lock: resumes what can move on.
   int advance();
   // Under the lock: for a transport that needs progress between calls (UD):
   // starts the progress thread now, not with the first non-blocking call.
@@ -187,7 +237,17 @@ class Progress {
   // when it completed.
   bool drive(Operation& operation);
   // Timeouts of the operations nobody waits on, and the failure probe.
-  void check_stalled(std::chrono::steady_clock::time_point now);
+  void check_stalled(Clock::time_point now);
+  // The failure probe, at most once per interval: throws what it found.
+  template <class Describe>
+  void probe_for_failures(const Describe& describe, Clock::time_point now, Clock::time_point& next_probe);
+  // Nothing to do for a waiter: sleep on the transport's fd if it has one
+  // (`blocking`), else yield.
+  void idle(Clock::duration remaining, bool blocking);
+  // The one way progress sleeps: until the transport's fd (>= 0) or the
+  // thread's wake fd (>= 0) is readable, at most `limit` (negative: no
+  // limit). Returns false if the poll itself failed.
+  bool sleep_on(int transport_fd, int wake_fd, std::chrono::microseconds limit);
   void ensure_thread();
   void thread_main();
   void place_thread();
@@ -200,16 +260,20 @@ class Progress {
   // between calls (UD: acks, retransmissions), then a nap on its fd.
   void serve_transport();
 
-  p2p::Engine& engine_;
-  DriverMutex& mutex_;
-  const bool use_thread_;
-  const std::chrono::microseconds spin_;
-  const std::chrono::milliseconds timeout_;
-  const ProgressThreadPlace place_;
+  Engine::Impl& engine_;
+  const ProgressRules rules_;
+  std::function<std::optional<Error>()> failure_probe_;
+  Operation* running_ = nullptr;  // the operation whose fiber step() resumed
+
+  // Non-blocking operations (enable_operations).
+  DriverMutex* mutex_ = nullptr;
+  bool use_thread_ = false;
+  std::chrono::microseconds thread_spin_{0};
+  ProgressThreadPlace place_;
+  bool between_calls_ = false;  // the transport needs progress between calls
   std::vector<std::shared_ptr<Operation>> operations_;
   bool advancing_ = false;
-  std::chrono::steady_clock::time_point next_probe_{};
-  const bool between_calls_;  // the transport needs progress between calls
+  Clock::time_point next_probe_{};
   // The thread's own (it reads application_locks() under the lock).
   uint64_t locks_seen_ = 0;
   std::chrono::microseconds in_call_nap_{1000};
@@ -223,4 +287,4 @@ class Progress {
   std::atomic<size_t> outstanding_{0};
 };
 
-}  // namespace chorus::nb
+}  // namespace chorus::p2p

@@ -290,16 +290,15 @@ void CommunicatorImpl::finalize(const char* how) {
   // Operations still outstanding (detached requests, or never waited for)
   // complete first: their buffers and scratch are in use until then. Their
   // errors stay with them.
-  if (session_->progress) session_->progress->complete_all(lock, is_world() ? nullptr : this);
+  if (p2p::Progress* progress = session_->operations()) progress->complete_all(lock, is_world() ? nullptr : this);
   finalized_ = true;
   if (!is_world()) return;  // split/dup: nothing to tear down; the session outlives it
   Session& session = *session_;
   session.closed = true;
-  if (session.progress) {
+  if (p2p::Progress* progress = session.operations()) {
     // The progress thread may be waiting for the lock: stop it without it.
-    std::unique_ptr<nb::Progress> progress = std::move(session.progress);
     lock.unlock();
-    progress.reset();
+    progress->stop_thread();
     lock.lock();
   }
   session.announce_departure(sticky_error_ ? sticky_error_->what() : how, sticky_error_.has_value());

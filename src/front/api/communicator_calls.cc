@@ -204,9 +204,9 @@ void CommunicatorImpl::run_locked(Collective op, const coll::Args& user_args) {
   // of the arguments into a PreparedCall, no optional fields.
   if (shape.plain && (op != Collective::reduce || user_args.recv != nullptr)) {
     return run_algorithm(op, *shape.algorithm, user_args, p2p::CallTag::collective(context_id_, sequence_++),
-                         shape.digest, scratch_, nullptr);
+                         shape.digest, scratch_, /*on_fiber=*/false);
   }
-  execute(prepare(op, user_args, shape, scratch_), scratch_, nullptr);
+  execute(prepare(op, user_args, shape, scratch_), scratch_, /*on_fiber=*/false);
 }
 
 PreparedCall CommunicatorImpl::prepare(Collective op, const coll::Args& user_args, const Shape& shape,
@@ -229,28 +229,28 @@ PreparedCall CommunicatorImpl::prepare(Collective op, const coll::Args& user_arg
   return prepared;
 }
 
-void CommunicatorImpl::execute(const PreparedCall& call, coll::Scratch& scratch, coll::Suspender* suspender) {
+void CommunicatorImpl::execute(const PreparedCall& call, coll::Scratch& scratch, bool on_fiber) {
   const char* name = collective_name(call.op).data();
   const coll::Algorithm& algorithm = *call.algorithm;
   if (call.check_call) {
     guarded(name, [&] {
-      verify_same_call(record_of(call.op, call.args, algorithm), *call.check_call, scratch, suspender);
+      verify_same_call(record_of(call.op, call.args, algorithm), *call.check_call, scratch, on_fiber);
     });
   }
   if (!call.call) return;
-  run_algorithm(call.op, algorithm, call.args, *call.call, call.digest, scratch, suspender);
+  run_algorithm(call.op, algorithm, call.args, *call.call, call.digest, scratch, on_fiber);
 }
 
 void CommunicatorImpl::run_algorithm(Collective op, const coll::Algorithm& algorithm, const coll::Args& args,
                                      p2p::CallTag call, uint32_t digest, coll::Scratch& scratch,
-                                     coll::Suspender* suspender) {
+                                     bool on_fiber) {
   const char* name = collective_name(op).data();
-  coll::Context context(*session_->engine, engine_ranks_, rank(), call, scratch, tuning_, digest, suspender);
+  coll::Context context(*session_->engine, engine_ranks_, rank(), call, scratch, tuning_, digest, on_fiber);
   try {
     guarded(name, [&] {
       try {
         algorithm.run(context, args);
-        check_no_stray_messages(call, suspender != nullptr);
+        check_no_stray_messages(call, on_fiber);
       } catch (const Error& e) {
         // The engine saw another call's digest or size: say what this rank called.
         if (e.status() != Status::invalid_argument && e.status() != Status::truncated) throw;
@@ -297,9 +297,9 @@ void CommunicatorImpl::check_no_stray_messages(p2p::CallTag call, bool nonblocki
 // CHORUS_CHECK_CALLS: every rank learns every rank's call, so all of them
 // fail together, naming the ranks that differ, before any data moves.
 void CommunicatorImpl::verify_same_call(const CallRecord& mine, p2p::CallTag call, coll::Scratch& scratch,
-                                        coll::Suspender* suspender) {
+                                        bool on_fiber) {
   std::vector<CallRecord> everyone(static_cast<size_t>(size()));
-  coll::Context context(*session_->engine, engine_ranks_, rank(), call, scratch, tuning_, 0, suspender);
+  coll::Context context(*session_->engine, engine_ranks_, rank(), call, scratch, tuning_, 0, on_fiber);
   coll::algorithms(Collective::allgather).front()->run(
       context, {&mine, everyone.data(), sizeof(CallRecord), DataType::uint8, ReduceOp::sum, 0});
   std::string differences;

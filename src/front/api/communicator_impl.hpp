@@ -14,7 +14,7 @@
 #include "bootstrap/store.hpp"
 #include "collectives/collectives.hpp"
 #include "common/config.hpp"
-#include "nonblocking/progress.hpp"
+#include "p2p/progress.hpp"
 #include "p2p/engine.hpp"
 #include "topology/placement.hpp"
 #include "transports/transport.hpp"
@@ -66,10 +66,9 @@ struct Session {
   std::unique_ptr<bootstrap::Bootstrap> bootstrap;
   std::unique_ptr<transport::Transport> transport;
   std::unique_ptr<p2p::Engine> engine;
-  std::unique_ptr<nb::Progress> progress;  // after the engine: destroyed first
   uint32_t next_context_id = 1;            // lowest id this process has not used
   bool closed = false;                     // the world communicator was finalized
-  nb::DriverMutex mutex;
+  p2p::DriverMutex mutex;
   std::vector<unsigned> progress_cpus;  // where placement puts the progress thread (empty: not bound)
   std::optional<LocalLiveness> local_liveness;  // joined over a caller's store: same-host peers to watch
   // Collective calls made per communicator context, and the call in
@@ -83,16 +82,19 @@ struct Session {
   std::optional<Error> peer_failure();
   // Tells the other ranks this one is gone; failures are only logged.
   void announce_departure(const std::string& how, bool failed) noexcept;
-  // The non-blocking operations' progress, made with the first of them
-  // (under `mutex`).
-  nb::Progress& nonblocking();
+  // The engine's progress, its non-blocking operations enabled with the
+  // first of them (under `mutex`).
+  p2p::Progress& nonblocking();
+  // The engine's progress once a non-blocking operation was started, else
+  // nullptr (nothing outstanding to move along, complete or stop).
+  p2p::Progress* operations();
 };
 
 // What a Request holds: the operation, and the session that advances it
 // (kept alive while a request may still wait).
 struct RequestState {
   std::shared_ptr<Session> session;
-  std::shared_ptr<nb::Operation> operation;
+  std::shared_ptr<p2p::Operation> operation;
 };
 
 // A collective call after validation and selection (CommunicatorImpl::prepare).
@@ -229,16 +231,17 @@ class CommunicatorImpl {
   // shape's algorithm and digest; `scratch` serves a reduce's missing
   // receive buffer.
   PreparedCall prepare(Collective op, const coll::Args& user_args, const Shape& shape, coll::Scratch& scratch);
-  // Runs a prepared call; `suspender` is the fiber's (non-blocking) or null.
-  void execute(const PreparedCall& call, coll::Scratch& scratch, coll::Suspender* suspender);
+  // Runs a prepared call; `on_fiber`: a non-blocking operation's (its waits
+  // suspend the fiber).
+  void execute(const PreparedCall& call, coll::Scratch& scratch, bool on_fiber);
   // The algorithm's run and the checks after it, for execute() and for
   // run_locked()'s calls that need no more of prepare().
   void run_algorithm(Collective op, const coll::Algorithm& algorithm, const coll::Args& args, p2p::CallTag call,
-                     uint32_t digest, coll::Scratch& scratch, coll::Suspender* suspender);
-  void verify_same_call(const CallRecord& mine, p2p::CallTag call, coll::Scratch& scratch, coll::Suspender* suspender);
+                     uint32_t digest, coll::Scratch& scratch, bool on_fiber);
+  void verify_same_call(const CallRecord& mine, p2p::CallTag call, coll::Scratch& scratch, bool on_fiber);
   // Non-blocking helpers.
   std::shared_ptr<RequestState> completed_request(const char* what) const;
-  std::unique_ptr<coll::Scratch> take_scratch();
+  std::shared_ptr<coll::Scratch> take_scratch();
   void check_no_stray_messages(p2p::CallTag call, bool nonblocking);
   void check_user_tag(const char* what, int tag, bool wildcard_allowed) const;
   std::optional<Received> probe_once(const char* what, int peer, int tag);  // under the lock
@@ -261,7 +264,7 @@ class CommunicatorImpl {
   std::vector<int> engine_ranks_;          // communicator rank -> engine rank
   std::vector<int> rank_of_engine_rank_;   // engine rank -> communicator rank, -1 if not a member
   coll::Scratch scratch_;
-  std::vector<std::unique_ptr<coll::Scratch>> spare_scratch_;  // for non-blocking calls, reused
+  std::vector<std::shared_ptr<coll::Scratch>> spare_scratch_;  // for non-blocking calls, reused
   int outstanding_operations_ = 0;                             // non-blocking collectives not yet complete
   coll::Tuning tuning_;
   std::array<const coll::Algorithm*, kNumCollectives> forced_{};  // nullptr = table

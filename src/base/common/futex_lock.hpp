@@ -1,4 +1,4 @@
-// The session's lock underneath nb::DriverMutex: taking it when free is one
+// The session's lock underneath p2p::DriverMutex: taking it when free is one
 // compare-and-swap and releasing it one exchange, inline. std::mutex takes
 // two calls into libc for the same (about 55 instructions, measured with
 // bench/count-call-instructions), which a 0.15 µs collective notices. A

@@ -1,7 +1,12 @@
-#include "nonblocking/progress.hpp"
+// The engine's progress (progress.hpp): the loop of every wait, the one way
+// progress sleeps, the failure probe and timeouts; the engine's waits
+// (wait, progress_until, wait_until, flushing sends before finalize); the
+// non-blocking operations and the progress thread.
+#include "p2p/progress.hpp"
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "p2p/engine_impl.hpp"
 
 #include <pthread.h>
 #include <sched.h>
@@ -16,14 +21,13 @@
 #include <cstdio>
 #include <system_error>
 
-namespace chorus::nb {
+namespace chorus::p2p {
 
 namespace {
 using Clock = std::chrono::steady_clock;
 // Room for an algorithm, the reduction kernels, an exception's unwinding and
 // a sanitizer's red zones; mapped lazily, so unused pages cost nothing.
 constexpr size_t kFiberStackBytes = 256 * 1024;
-constexpr auto kFailureProbeInterval = std::chrono::seconds(1);
 // The longest the progress thread naps while operations are outstanding
 // and nothing happens (shared memory has no wait fd; others may miss events).
 constexpr auto kLongestNap = std::chrono::microseconds(200);
@@ -49,46 +53,251 @@ Error as_error(const std::exception& e) {
   if (const auto* error = dynamic_cast<const Error*>(&e)) return *error;
   return Error(Status::internal, e.what());
 }
+
+// Cores the local ranks can share. A rank pinned to a few CPUs (placement's
+// --bind=core, taskset, mpirun --bind-to core; a core may be 2 hardware
+// threads) sees fewer CPUs in its own mask than there are local ranks
+// although its peers sit on other cores: then the machine's online CPUs are
+// what counts. Ranks deliberately pinned to one shared core are not
+// detected (rare; placement leaves ranks unbound when they outnumber cores).
+unsigned usable_cpus(int local_size) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  const int own = std::max(1, CPU_COUNT(&set));
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (own < local_size && online > own) return static_cast<unsigned>(online);
+  return static_cast<unsigned>(own);
+}
 }  // namespace
 
-void FiberSuspender::wait(p2p::Engine& engine, p2p::Request& request) {
-  while (!engine.finished(request)) {
-    if (operation_.abort) throw *operation_.abort;
-    operation_.awaited = request;
-    operation_.awaited_since = Clock::now();
-    Fiber::suspend();
-    operation_.awaited = p2p::Request{};
-  }
-  engine.wait(request);  // reaps it: returns at once, or throws its error
+ProgressRules ProgressRules::for_host(int local_size) {
+  ProgressRules rules;
+  rules.waiter_yields = static_cast<unsigned>(local_size) > usable_cpus(local_size);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  rules.thread_spins = online > 0 && 2L * local_size <= online;
+  return rules;
 }
 
-Progress::Progress(p2p::Engine& engine, DriverMutex& mutex, bool thread, std::chrono::microseconds spin,
-                   std::chrono::milliseconds timeout, ProgressThreadPlace place)
-    : engine_(engine),
-      mutex_(mutex),
-      use_thread_(thread),
-      spin_(spin),
-      timeout_(timeout),
-      place_(std::move(place)),
-      between_calls_(thread && engine.transport().needs_progress_between_calls()) {
-  // Blocking calls drive the engine themselves; through the hook they move
-  // the outstanding operations along too (MPI's progress rule).
-  engine_.set_progress_hook([this] { return advance(); });
+Progress::Progress(Engine::Impl& engine, int local_size)
+    : engine_(engine), rules_(ProgressRules::for_host(local_size)) {
+  if (rules_.waiter_yields) {
+    log::info("more local ranks (", local_size, ") than usable cores: progress yields when idle");
+  }
 }
 
 Progress::~Progress() {
-  // Without the session lock: the thread may be waiting for it.
-  if (thread_.joinable()) {
-    stop_.store(true);
-    const uint64_t one = 1;
-    if (write(wake_fd_, &one, sizeof one) < 0) {
-      log::warn("waking the progress thread to stop failed: ", errno_string(errno));
-    }
-    thread_.join();
-  }
+  stop_thread();
   if (wake_fd_ >= 0) close(wake_fd_);
-  engine_.set_progress_hook(nullptr);
 }
+
+void Progress::stop_thread() {
+  if (!thread_.joinable()) return;
+  stop_.store(true);
+  const uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof one) < 0) {
+    log::warn("waking the progress thread to stop failed: ", errno_string(errno));
+  }
+  thread_.join();
+}
+
+void Progress::enable_operations(DriverMutex& mutex, bool thread, ProgressThreadPlace place) {
+  mutex_ = &mutex;
+  use_thread_ = thread;
+  thread_spin_ = rules_.thread_spins ? engine_.settings().spin : std::chrono::microseconds(0);
+  place_ = std::move(place);
+  between_calls_ = thread && engine_.transport().needs_progress_between_calls();
+}
+
+// --- the loop of every wait --------------------------------------------------
+
+int Progress::poll() { return engine_.poll_transport() + advance(); }
+
+// A long wait asks the launcher whether a rank has failed (at most once per
+// interval), so survivors learn of a death in about a second, not after
+// CHORUS_TIMEOUT.
+template <class Describe>
+void Progress::probe_for_failures(const Describe& describe, Clock::time_point now, Clock::time_point& next_probe) {
+  if (!failure_probe_ || now < next_probe) return;
+  next_probe = now + ProgressRules::kFailureProbeInterval;
+  if (std::optional<Error> failure = failure_probe_()) {
+    throw Error(failure->status(),
+                concat("rank ", engine_.rank(), " stopped waiting for ", describe().what, ": ", failure->what()),
+                failure->peer());
+  }
+}
+
+// The progress loop of every wait. The clock is read only every few dozen
+// empty polls: the first read starts the timeout and the spin window, and a
+// later one restarts the spin window if anything happened in between.
+template <class Done, class Timeout, class Describe>
+void Progress::wait_loop(Done done, const Timeout& timeout, const Describe& describe, bool blocking) {
+  Clock::time_point deadline, spin_until, next_probe;
+  bool clock_started = false;
+  int empty_polls = 0;
+  bool progressed = false;
+  const bool yields = rules_.waiter_yields;
+  while (!done()) {
+    if (poll() > 0) {
+      progressed = true;
+      empty_polls = 0;
+      continue;
+    }
+    if (!yields && ++empty_polls < ProgressRules::kEmptyPollsPerClockRead) continue;
+    empty_polls = 0;
+    const auto now = Clock::now();
+    if (!clock_started) {
+      clock_started = true;
+      deadline = now + engine_.settings().timeout;
+      next_probe = now + ProgressRules::kFailureProbeInterval;
+      progressed = true;
+    }
+    if (progressed) {
+      spin_until = now + engine_.settings().spin;
+      progressed = false;
+    }
+    if (now >= deadline) throw timeout();
+    probe_for_failures(describe, now, next_probe);
+    if (yields || now >= spin_until) idle(deadline - now, blocking);
+  }
+}
+
+// Nothing to do: block on the transport's fd if it has one, else yield.
+void Progress::idle(Clock::duration remaining, bool blocking) {
+  const int fd = blocking ? engine_.transport().wait_fd() : -1;
+  if (fd >= 0 && engine_.transport().arm()) {
+    const auto slice = std::min<Clock::duration>(remaining, ProgressRules::kLongestSleep);
+    ++engine_.counters_.blocked_waits;
+    if (!sleep_on(fd, -1, std::chrono::ceil<std::chrono::microseconds>(slice))) {
+      chorus::fail(Status::internal, "poll() on the transport's wait fd failed: ", errno_string(errno));
+    }
+    return;
+  }
+  sched_yield();
+}
+
+bool Progress::sleep_on(int transport_fd, int wake_fd, std::chrono::microseconds limit) {
+  pollfd fds[2];
+  nfds_t count = 0;
+  if (wake_fd >= 0) fds[count++] = pollfd{wake_fd, POLLIN, 0};
+  if (transport_fd >= 0) fds[count++] = pollfd{transport_fd, POLLIN, 0};
+  timespec timeout{};
+  const timespec* timeout_ptr = nullptr;
+  if (limit.count() >= 0) {
+    timeout.tv_sec = static_cast<time_t>(limit.count() / 1000000);
+    timeout.tv_nsec = static_cast<long>(limit.count() % 1000000) * 1000;
+    timeout_ptr = &timeout;
+  }
+  const bool ok = ppoll(fds, count, timeout_ptr, nullptr) >= 0 || errno == EINTR;
+  if (wake_fd >= 0 && (fds[0].revents & POLLIN) != 0) {
+    uint64_t drained = 0;
+    (void)!read(wake_fd, &drained, sizeof drained);
+  }
+  return ok;
+}
+
+void Progress::suspend_until(const Request& request) {
+  Operation& operation = *running_;
+  while (!engine_.finished(request)) {
+    if (operation.abort) throw *operation.abort;
+    operation.awaited = request;
+    operation.awaited_since = Clock::now();
+    Fiber::suspend();
+    operation.awaited = Request{};
+  }
+}
+
+// --- the engine's waits --------------------------------------------------------
+
+template <class Done>
+void Engine::Impl::progress_until(const Slot& slot, Done done) {
+  progress_.wait_loop(
+      done, [&] { return timeout_error(slot); },
+      [&] { return Waiting{slot.peer, concat(describe_wait(slot), " (", CallTag::describe(slot.tag), ")")}; }, true);
+}
+
+void Engine::Impl::wait_until(const std::function<bool()>& done, const std::function<Waiting()>& waiting_for) {
+  auto timeout = [&] {
+    const Waiting waiting = waiting_for();
+    return Error(Status::timeout,
+                 concat("rank ", rank_, " timed out after ", std::chrono::duration<double>(settings_.timeout).count(),
+                        " s (CHORUS_TIMEOUT) waiting for ", waiting.what,
+                        "; the peer may have died, stalled, or called a different collective"),
+                 waiting.peer);
+  };
+  // What is awaited is written to memory, not sent: no transport event wakes
+  // a sleeper, so idle only yields.
+  progress_.wait_loop(done, timeout, waiting_for, false);
+}
+
+Completion Engine::Impl::wait(Request& request) {
+  if (!request.finished_send()) {
+    Slot& slot = lookup(request);
+    if (!finished(slot)) {
+      if (progress_.on_operation_fiber()) {
+        progress_.suspend_until(request);  // a non-blocking operation's algorithm
+      } else {
+        progress_until(slot, [&] { return finished(slot); });
+      }
+    }
+  }
+  Completion done;
+  reap(request, &done);
+  return done;
+}
+
+void Engine::Impl::wait_all(std::span<Request> requests) {
+  for (Request& request : requests) {
+    if (request.valid()) wait(request);
+  }
+}
+
+void Engine::Impl::progress_until(const Request& request, const std::function<bool()>& stop) {
+  if (request.finished_send()) return;
+  const Slot& slot = lookup(request);
+  const uint32_t generation = request.generation;
+  progress_until(slot, [&] { return slot.generation != generation || finished(slot) || stop(); });
+}
+
+void Engine::Impl::flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept {
+  const auto start = Clock::now();
+  try {
+    for (;;) {
+      const auto elapsed = Clock::now() - start;
+      if (elapsed >= limit || (elapsed >= linger && !transport_.sends_pending())) return;
+      if (progress_.poll() == 0) sched_yield();
+    }
+  } catch (const std::exception&) {
+    // A broken peer or endpoint: nothing more can be delivered.
+  }
+}
+
+std::string Engine::Impl::describe_wait(const Slot& slot) const {
+  if (slot.kind == Slot::Kind::send) {
+    return slot.state == Slot::State::awaiting_fin
+               ? concat("rank ", slot.peer, " to read a ", slot.capacity, "-byte rendezvous send")
+               : concat("a send to rank ", slot.peer);
+  }
+  if (slot.state == Slot::State::reading) {
+    return concat("RDMA reads of a ", slot.read_total, "-byte message from rank ", slot.result.source);
+  }
+  if (slot.peer == kAnySource) return "a message from any rank";
+  return concat("a message from rank ", slot.peer);
+}
+
+Error Engine::Impl::timeout_error(const Slot& slot) {
+  std::string seconds = concat(std::chrono::duration<double>(settings_.timeout).count());
+  const int peer = slot.state == Slot::State::reading ? slot.result.source : slot.peer;
+  const std::string transport_state = peer >= 0 && peer < size_ ? transport_.describe_peer(peer) : std::string();
+  return Error(Status::timeout,
+               concat("rank ", rank_, " timed out after ", seconds, " s (CHORUS_TIMEOUT) waiting for ",
+                      describe_wait(slot), " (", CallTag::describe(slot.tag),
+                      "); the peer may have died, stalled, or called a different collective",
+                      transport_state.empty() ? "" : "; transport: ", transport_state),
+               slot.peer);
+}
+
+// --- non-blocking operations ----------------------------------------------------
 
 void DriverMutex::signal(int eventfd) {
   const uint64_t one = 1;
@@ -145,7 +354,10 @@ Progress::Step Progress::step(Operation& operation) {
     return Step::completed;
   }
   if (operation.awaited.valid() && !operation.abort && !engine_.finished(operation.awaited)) return Step::waiting;
+  Operation* const outer = running_;
+  running_ = &operation;
   operation.fiber->resume();
+  running_ = outer;
   if (!operation.fiber->finished()) return Step::advanced;
   try {
     operation.fiber->rethrow_if_failed();
@@ -168,8 +380,9 @@ void Progress::finish(Operation& operation) noexcept {
 }
 
 int Progress::advance() {
-  // Not re-entered, and never from inside an operation's own fiber.
-  if (advancing_ || operations_.empty() || Fiber::current() != nullptr) return 0;
+  // Not re-entered, and never from inside an operation's own fiber. Every
+  // poll of every wait comes here: the empty list is the first test.
+  if (operations_.empty() || advancing_ || Fiber::current() != nullptr) return 0;
   advancing_ = true;
   int moved = 0;
   size_t i = 0;
@@ -232,7 +445,7 @@ bool Progress::drive(Operation& operation) {
 
 void Progress::wait(Operation& operation) {
   if (!operation.complete.load(std::memory_order_acquire)) {
-    std::unique_lock lock(mutex_);
+    std::unique_lock lock(*mutex_);
     while (!drive(operation)) {
     }
   }
@@ -241,7 +454,7 @@ void Progress::wait(Operation& operation) {
 
 bool Progress::test(Operation& operation) {
   if (!operation.complete.load(std::memory_order_acquire)) {
-    std::unique_lock lock(mutex_);
+    std::unique_lock lock(*mutex_);
     try {
       engine_.progress();
       advance();
@@ -265,7 +478,7 @@ size_t Progress::wait_any(const std::vector<Operation*>& operations) {
     return std::nullopt;
   };
   if (auto done = first_complete()) return *done;
-  std::unique_lock lock(mutex_);
+  std::unique_lock lock(*mutex_);
   for (;;) {
     // Look again under the lock: the progress thread completes operations
     // under it, so the last incomplete one may have finished while this
@@ -313,14 +526,14 @@ void Progress::complete_all(std::unique_lock<DriverMutex>& lock, const void* own
 void Progress::check_stalled(Clock::time_point now) {
   if (operations_.empty()) return;
   if (now >= next_probe_) {
-    next_probe_ = now + kFailureProbeInterval;
-    if (std::optional<Error> failure = engine_.probe_failure()) {
+    next_probe_ = now + ProgressRules::kFailureProbeInterval;
+    if (std::optional<Error> failure = probe_failure()) {
       fail_all(*failure);
       return;
     }
   }
   for (auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) {
-    if (operation->fiber && operation->awaited.valid() && now - operation->awaited_since >= timeout_) {
+    if (operation->fiber && operation->awaited.valid() && now - operation->awaited_since >= engine_.settings().timeout) {
       fail(*operation, engine_.timeout_error(operation->awaited));
     }
   }
@@ -356,35 +569,20 @@ void Progress::wake_thread(bool large) {
 }
 
 void Progress::nap(int transport_fd, std::chrono::microseconds limit) {
-  pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {transport_fd, POLLIN, 0}};
-  const nfds_t count = transport_fd >= 0 ? 2 : 1;
-  timespec timeout{};
-  const timespec* timeout_ptr = nullptr;
-  if (limit.count() >= 0) {
-    timeout.tv_sec = static_cast<time_t>(limit.count() / 1000000);
-    timeout.tv_nsec = static_cast<long>(limit.count() % 1000000) * 1000;
-    timeout_ptr = &timeout;
-  }
   std::atomic<bool>& flag = limit.count() < 0 ? thread_sleeping_ : thread_napping_;
   flag.store(true);
   // Checked after announcing the nap: an operation started from now on
   // wakes the thread, one started before is seen here.
   const bool skip = stop_.load() || (limit.count() < 0 && outstanding_.load() != 0);
-  if (!skip) {
-    if (ppoll(fds, count, timeout_ptr, nullptr) < 0 && errno != EINTR) {
-      log::warn("the progress thread's ppoll failed: ", errno_string(errno));
-    }
+  if (!skip && !sleep_on(transport_fd, wake_fd_, limit)) {
+    log::warn("the progress thread's ppoll failed: ", errno_string(errno));
   }
   flag.store(false);
-  if ((fds[0].revents & POLLIN) != 0) {
-    uint64_t drained = 0;
-    (void)!read(wake_fd_, &drained, sizeof drained);
-  }
 }
 
 void Progress::serve_transport() {
   // The application is inside a call, which polls: look again later.
-  if (mutex_.wanted() || !mutex_.try_lock_quietly()) {
+  if (mutex_->wanted() || !mutex_->try_lock_quietly()) {
     nap(-1, in_call_nap_);
     in_call_nap_ = std::min<std::chrono::microseconds>(in_call_nap_ * 2, kLongestInCallNap);
     return;
@@ -394,9 +592,9 @@ void Progress::serve_transport() {
   bool may_block = false;
   bool application_called = false;
   {
-    std::unique_lock lock(mutex_, std::adopt_lock);
-    application_called = mutex_.application_locks() != locks_seen_;
-    locks_seen_ = mutex_.application_locks();
+    std::unique_lock lock(*mutex_, std::adopt_lock);
+    application_called = mutex_->application_locks() != locks_seen_;
+    locks_seen_ = mutex_->application_locks();
     try {
       engine_.progress();
     } catch (const std::exception& e) {
@@ -420,9 +618,9 @@ void Progress::serve_transport() {
   } else {
     // Asleep until an arrival, the transport's timer, an operation, or the
     // end of the next call.
-    mutex_.wake_on_unlock(wake_fd_);
-    if (mutex_.application_locks() == locks_seen_) nap(fd, std::chrono::microseconds(-1));
-    mutex_.wake_on_unlock(-1);
+    mutex_->wake_on_unlock(wake_fd_);
+    if (mutex_->application_locks() == locks_seen_) nap(fd, std::chrono::microseconds(-1));
+    mutex_->wake_on_unlock(-1);
   }
 }
 
@@ -474,7 +672,7 @@ void Progress::thread_main() {
     }
     // An application thread drives now (it waits for the lock, or holds it):
     // step aside without queueing on the lock, which would cost it a wakeup.
-    if (mutex_.wanted() || !mutex_.try_lock_quietly()) {
+    if (mutex_->wanted() || !mutex_->try_lock_quietly()) {
       nap(-1, backoff);
       backoff = std::min<std::chrono::microseconds>(backoff * 2, kLongestNap);
       continue;
@@ -484,7 +682,7 @@ void Progress::thread_main() {
     bool may_block = false;
     auto now = Clock::now();
     {
-      std::unique_lock lock(mutex_, std::adopt_lock);
+      std::unique_lock lock(*mutex_, std::adopt_lock);
       try {
         events = engine_.progress() + advance();
       } catch (const std::exception& e) {
@@ -494,13 +692,13 @@ void Progress::thread_main() {
       if (events > 0) {
         last_event = now;
         backoff = kFirstNap;
-      } else if (now - last_event > spin_) {
+      } else if (now - last_event > thread_spin_) {
         check_stalled(now);
         fd = engine_.transport().wait_fd();
         may_block = fd < 0 || engine_.transport().arm();
       }
     }
-    if (events > 0 || now - last_event <= spin_ || !may_block) continue;
+    if (events > 0 || now - last_event <= thread_spin_ || !may_block) continue;
     // Naps stay short even on a wait fd: a provider may need progress calls
     // that no fd event announces (libfabric's rxm protocol steps).
     nap(fd, backoff);
@@ -508,4 +706,4 @@ void Progress::thread_main() {
   }
 }
 
-}  // namespace chorus::nb
+}  // namespace chorus::p2p

@@ -19,7 +19,7 @@ std::optional<Received> CommunicatorImpl::probe_once(const char* what, int peer,
     found = session_->engine->probe(engine_peer, p2p::CallTag::point_to_point(context_id_, tag == kAnyTag ? 0 : tag),
                                     mask);
     // Outstanding collectives move on here too (CHORUS_PROGRESS=caller polls with probes).
-    if (session_->progress) session_->progress->advance();
+    if (p2p::Progress* progress = session_->operations()) progress->advance();
   });
   if (!found) return std::nullopt;
   const int source = rank_of_engine_rank_[static_cast<size_t>(found->source)];
