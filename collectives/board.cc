@@ -310,11 +310,6 @@ class BoardCall {
   int peers_read_ = 0;
 };
 
-// The board for this call, or nullptr: run the table's algorithm instead.
-Boards* board_for(Context& ctx, size_t bytes) {
-  return bytes <= transport::kBoardDataBytes ? ctx.boards() : nullptr;
-}
-
 void run_by_messages(Collective op, size_t bytes, Context& ctx, const Args& args) {
   select(op, bytes, ctx.size()).run(ctx, args);
 }
@@ -335,7 +330,7 @@ void deliver_what_peers_sent(Context& ctx) { ctx.engine().progress(); }
 // rank publishes its contribution; the keepers reduce all in rank order.
 void reduce_on_board(Collective op, Context& ctx, const Args& args, bool keeps_result) {
   const size_t bytes = args.count * element_size(args.dtype);
-  Boards* boards = board_for(ctx, bytes);
+  Boards* boards = ctx.board_for(bytes);
   if (boards == nullptr) return run_by_messages(op, bytes, ctx, args);
   BoardCall call(ctx, *boards, to_string(op).data());
   call.publish(args.send, bytes);
@@ -363,7 +358,7 @@ void reduce_board(Context& ctx, const Args& args) {
 
 void broadcast_board(Context& ctx, const Args& args) {
   const size_t bytes = args.count * element_size(args.dtype);
-  Boards* boards = board_for(ctx, bytes);
+  Boards* boards = ctx.board_for(bytes);
   if (boards == nullptr) return run_by_messages(Collective::broadcast, bytes, ctx, args);
   BoardCall call(ctx, *boards, "broadcast");
   const bool root = ctx.rank() == args.root;
@@ -374,7 +369,7 @@ void broadcast_board(Context& ctx, const Args& args) {
 }
 
 void barrier_board(Context& ctx, const Args&) {
-  Boards* boards = board_for(ctx, 0);
+  Boards* boards = ctx.board_for(0);
   if (boards == nullptr) return run_by_messages(Collective::barrier, 0, ctx, {});
   BoardCall call(ctx, *boards, "barrier");
   call.publish(nullptr, 0);

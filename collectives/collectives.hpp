@@ -72,6 +72,22 @@ class Scratch {
   Buffer buffers_[4];
 };
 
+// Whether a call of `bytes` may run on the shared-memory board (board.cc),
+// decided here alone (the communicator's choice and the board algorithms
+// both ask): the ranks share memory (the transport has boards), the
+// communicator's context has a board, the call waits where it is issued (a
+// board call waits in call order, which concurrent non-blocking calls on
+// fibers cannot promise), and `bytes` fit `limit` (CHORUS_BOARD_BYTES for
+// the choice, a slot for the algorithm; 0: the board is off).
+inline transport::Boards* usable_board(transport::Transport& transport, uint32_t context_id, size_t bytes, size_t limit,
+                                       bool on_fiber) {
+  if (limit == 0 || bytes > limit || bytes > transport::kBoardDataBytes || on_fiber ||
+      context_id >= transport::kBoardContexts) {
+    return nullptr;
+  }
+  return transport.boards();
+}
+
 // What an algorithm sees: ranks 0..size-1 of its communicator, tagged
 // point-to-point, waits, scratch and tuning. Steps are distinct message
 // tags inside one collective call (0..CallTag::kMaxStep: a larger step
@@ -102,13 +118,10 @@ class Context {
   }
   void wait(p2p::Request& request) { engine_.wait(request); }
   void wait_all(std::span<p2p::Request> requests) { engine_.wait_all(requests); }
-  // The board algorithms (board.cc): this call's communicator's boards, or
-  // nullptr where its ranks share no memory, its context has no board, or
-  // the call runs on a fiber (a board call waits where it is issued, in
-  // call order, which concurrent non-blocking calls cannot promise).
-  transport::Boards* boards() const {
-    if (on_fiber_ || p2p::CallTag::context_of(call_.base()) >= transport::kBoardContexts) return nullptr;
-    return engine_.transport().boards();
+  // The board algorithms (board.cc): this call's board, or nullptr (see
+  // usable_board).
+  transport::Boards* board_for(size_t bytes) const {
+    return usable_board(engine_.transport(), context_id(), bytes, transport::kBoardDataBytes, on_fiber_);
   }
   uint32_t context_id() const { return p2p::CallTag::context_of(call_.base()); }
   p2p::CallTag call() const { return call_; }

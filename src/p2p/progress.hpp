@@ -170,7 +170,7 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  // --- the loop of every wait (engine_progress.cc) ---
+  // --- the loop of every wait ---
 
   // Polls the transport once and resumes what can move on: how many events.
   int poll();

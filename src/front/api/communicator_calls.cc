@@ -168,9 +168,8 @@ const coll::Algorithm& CommunicatorImpl::choose(Collective op, size_t bytes) con
 
 const coll::Algorithm& CommunicatorImpl::choose_from_table(Collective op, size_t bytes) const {
   // Where the ranks share memory, small calls run on the board (board.cc).
-  if (session_->settings.board_bytes != 0 && bytes <= session_->settings.board_bytes &&
-      context_id_ < transport::kBoardContexts &&
-      session_->transport->boards() != nullptr) {
+  if (coll::usable_board(*session_->transport, context_id_, bytes, session_->settings.board_bytes,
+                         /*on_fiber=*/false) != nullptr) {
     static const std::array<const coll::Algorithm*, kNumCollectives> boards = [] {
       std::array<const coll::Algorithm*, kNumCollectives> table{};
       for (int o = 0; o < kNumCollectives; ++o) table[static_cast<size_t>(o)] = coll::find(static_cast<Collective>(o), "board");
