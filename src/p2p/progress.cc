@@ -158,6 +158,13 @@ void Progress::wait_loop(Done done, const Timeout& timeout, const Describe& desc
     }
     if (now >= deadline) throw timeout();
     probe_for_failures(describe, now, next_probe);
+    // Another thread of the application wants the lock (to post, test or
+    // wait): let it in, whatever this wait is for.
+    if (mutex_ != nullptr && mutex_->wanted()) {
+      mutex_->hand_over();
+      progressed = true;  // what it did may be what this wait needs
+      continue;
+    }
     if (yields || now >= spin_until) idle(deadline - now, blocking);
   }
 }
@@ -168,9 +175,14 @@ void Progress::idle(Clock::duration remaining, bool blocking) {
   if (fd >= 0 && engine_.transport().arm()) {
     const auto slice = std::min<Clock::duration>(remaining, ProgressRules::kLongestSleep);
     ++engine_.counters_.blocked_waits;
-    if (!sleep_on(fd, -1, std::chrono::ceil<std::chrono::microseconds>(slice))) {
-      chorus::fail(Status::internal, "poll() on the transport's wait fd failed: ", errno_string(errno));
+    int error = 0;
+    {
+      // Asleep without the lock: other threads call, and the progress
+      // thread polls, meanwhile.
+      Unlocked unlocked(mutex_);
+      if (!sleep_on(fd, -1, std::chrono::ceil<std::chrono::microseconds>(slice))) error = errno;
     }
+    if (error != 0) chorus::fail(Status::internal, "poll() on the transport's wait fd failed: ", errno_string(error));
     return;
   }
   sched_yield();

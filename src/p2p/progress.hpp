@@ -77,6 +77,17 @@ class DriverMutex {
     mutex_.unlock();
     if (fd >= 0 && wake_on_unlock_.exchange(-1) == fd) signal(fd);
   }
+  // For a thread that holds the lock while it waits (a wait's loop): lets
+  // the application threads that want it (wanted()) take it, then takes it
+  // back, so a waiting thread never keeps another from posting, testing or
+  // waiting (docs/api.md, "Threads").
+  void hand_over() {
+    const uint64_t taken = application_locks();
+    mutex_.unlock();
+    // Until one of them has it: they spin for it, so a few microseconds.
+    for (int spin = 0; spin < kSpinsBeforeSleep && application_locks() == taken && wanted(); ++spin) cpu_relax();
+    lock();
+  }
   // For the progress thread: takes the lock without counting as a waiter.
   void lock_quietly() { mutex_.lock(); }
   bool try_lock_quietly() { return mutex_.try_lock(); }
@@ -99,6 +110,23 @@ class DriverMutex {
   std::atomic<int> waiting_{0};
   std::atomic<uint64_t> application_locks_{0};
   std::atomic<int> wake_on_unlock_{-1};
+};
+
+// Releases a held DriverMutex for a scope (a sleep), taking it back at the
+// scope's end, also when an exception leaves it. Does nothing for nullptr.
+class Unlocked {
+ public:
+  explicit Unlocked(DriverMutex* mutex) : mutex_(mutex) {
+    if (mutex_ != nullptr) mutex_->unlock();
+  }
+  ~Unlocked() {
+    if (mutex_ != nullptr) mutex_->lock();
+  }
+  Unlocked(const Unlocked&) = delete;
+  Unlocked& operator=(const Unlocked&) = delete;
+
+ private:
+  DriverMutex* mutex_;
 };
 
 struct Operation {
@@ -192,8 +220,10 @@ class Progress {
 
   // --- non-blocking operations ---
 
-  // Once, by the session, under `mutex` (its lock) before the first
-  // operation. `thread`: start a progress thread with the first operation.
+  // Once, by the session, before its first call: `mutex` is its lock, held
+  // around every call, which a wait hands over to other threads that want
+  // it and releases while it sleeps. `thread`: start a progress thread with
+  // the first operation.
   void enable_operations(DriverMutex& mutex, bool thread, ProgressThreadPlace place = {});
   bool operations_enabled() const { return mutex_ != nullptr; }
   // Without the lock (the thread may be waiting for it); before teardown.

@@ -109,6 +109,7 @@ void CommunicatorImpl::connect() {
   session.transport->connect(addresses);
   session.engine = std::make_unique<p2p::Engine>(*session.transport, job.rank, job.size, job.local_size, session.settings);
   session.engine->set_failure_probe([&session] { return session.peer_failure(); });
+  session.nonblocking();  // the engine's waits know the session's lock from the first call
   std::vector<int> everyone(static_cast<size_t>(job.size));
   std::iota(everyone.begin(), everyone.end(), 0);
   set_members(std::move(everyone), job.rank);

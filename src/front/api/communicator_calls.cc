@@ -314,7 +314,6 @@ void CommunicatorImpl::verify_same_call(const CallRecord& mine, p2p::CallTag cal
 }
 
 void CommunicatorImpl::send(const void* buf, size_t bytes, int peer, int tag) {
-  CallScope scope(*this, "send");
   std::lock_guard lock(session_->mutex);
   check_usable();
   if (tag < 0 || tag > kMaxUserTag) fail(Status::invalid_argument, "send: tag ", tag, " outside 0..", kMaxUserTag);
@@ -328,7 +327,6 @@ void CommunicatorImpl::send(const void* buf, size_t bytes, int peer, int tag) {
 }
 
 Received CommunicatorImpl::recv(void* buf, size_t bytes, int peer, int tag) {
-  CallScope scope(*this, "recv");
   std::lock_guard lock(session_->mutex);
   check_usable();
   if (tag != kAnyTag && (tag < 0 || tag > kMaxUserTag)) {

@@ -291,6 +291,12 @@ class CommunicatorImpl {
   std::atomic<const char*> active_call_{nullptr};  // the call in progress, if any
 };
 
+// A collective call in progress (and split/dup, which are collective): two
+// collectives on one communicator from two threads at once would run in a
+// different order on different ranks, so the second is refused. Point-to-
+// point calls take no scope: any number of threads may send, receive, probe
+// and wait on one communicator at once (MPI_THREAD_MULTIPLE's rule; docs/api.md,
+// "Threads").
 class CommunicatorImpl::CallScope {
  public:
   CallScope(CommunicatorImpl& comm, const char* what) : comm_(comm) {
@@ -298,8 +304,8 @@ class CommunicatorImpl::CallScope {
     if (!comm.active_call_.compare_exchange_strong(busy, what)) {
       // Not sticky: the call already in progress is unaffected.
       chorus::fail(Status::invalid_argument, what, " on rank ", comm.rank_, " was called while another thread is inside ", busy,
-           " on the same communicator; calls on one communicator must not overlap (chorus serializes, it does not "
-           "reorder: give each thread its own communicator with dup())");
+           " on the same communicator; collective calls on one communicator must not overlap (the ranks would run "
+           "them in different orders: give each thread its own communicator with dup())");
     }
   }
   ~CallScope() { comm_.active_call_.store(nullptr, std::memory_order_release); }

@@ -94,7 +94,6 @@ void CommunicatorImpl::check_user_tag(const char* what, int tag, bool wildcard_a
 }
 
 std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size_t bytes, int peer, int tag) {
-  CallScope scope(*this, "isend");
   std::lock_guard lock(session_->mutex);
   check_usable();
   check_user_tag("isend", tag, false);
@@ -117,7 +116,6 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
 }
 
 std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t bytes, int peer, int tag) {
-  CallScope scope(*this, "irecv");
   std::lock_guard lock(session_->mutex);
   check_usable();
   check_user_tag("irecv", tag, true);

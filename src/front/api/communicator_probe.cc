@@ -27,14 +27,12 @@ std::optional<Received> CommunicatorImpl::probe_once(const char* what, int peer,
 }
 
 std::optional<Received> CommunicatorImpl::iprobe(int peer, int tag) {
-  CallScope scope(*this, "iprobe");
   std::lock_guard lock(session_->mutex);
   return probe_once("iprobe", peer, tag);
 }
 
 Received CommunicatorImpl::probe(int peer, int tag) {
   using Clock = std::chrono::steady_clock;
-  CallScope scope(*this, "probe");
   const auto start = Clock::now();
   auto next_failure_check = start + std::chrono::seconds(1);
   for (;;) {
