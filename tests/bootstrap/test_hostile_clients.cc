@@ -5,6 +5,7 @@
 #include "tests/bootstrap/helpers.hpp"
 
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 using namespace chorus;
@@ -271,4 +272,41 @@ TEST_F(HostileClient, CrowdOfSilentConnectionsDoesNotLockOutTheJob) {
   EXPECT_EQ(text_of(late.get("late")), "served");
   EXPECT_LT(elapsed_since(start), milliseconds(2000));
   EXPECT_GT(server.stats().connections_evicted, 0u);
+}
+
+// A flood of bad connections logs one line a second at most: the first of a
+// burst at once, the rest counted and reported together once the second has
+// passed (issue 42: 822 lines in one attack before). Every refusal is in a
+// line or in a count, whatever the host's speed.
+TEST_F(HostileClient, AFloodOfRefusalsLogsOneLineASecondWithTheCount) {
+  constexpr int kFlood = 60;
+  ::testing::internal::CaptureStderr();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kFlood; ++i) {
+    RawConnection raw(server.port());
+    raw.send(bytes_of("GET / HTTP/1.1\r\n\r\n"));
+    expect_error_and_close(raw);
+  }
+  const auto flood = std::chrono::steady_clock::now() - start;
+  std::this_thread::sleep_for(milliseconds(1500));  // the last count is due within a second
+  expect_good_client_served("after-flood");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(server.stats().frames_rejected, static_cast<uint64_t>(kFlood));
+  int single = 0, counted = 0, lines = 0;
+  const std::string more = " more connections refused or closed in the last";
+  std::istringstream stream(log);
+  for (std::string line; std::getline(stream, line);) {
+    if (line.find("bootstrap store at") == std::string::npos) continue;
+    ++lines;
+    if (const size_t m = line.find(more); m != std::string::npos) {
+      counted += std::stoi(line.substr(line.rfind(' ', m - 1) + 1, m));
+    } else if (line.find("closed the connection from") != std::string::npos) {
+      ++single;
+    }
+  }
+  EXPECT_EQ(single + counted, kFlood) << log;
+  // At most a line and a count line per started second of the flood, plus the final count.
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(flood).count();
+  EXPECT_LE(lines, 2 * (seconds + 1) + 1) << log;
+  EXPECT_GE(counted, 1) << "the flood was never counted: one line per refusal?\n" << log;
 }

@@ -136,12 +136,14 @@ void StoreServer::Impl::serve_once() {
     if (c != nullptr && fds[i + 2].revents != 0) serve_connection(*c, fds[i + 2].revents);
   }
   enforce_deadlines(Clock::now());
+  report_unlogged_refusals(Clock::now());
   sweep();
 }
 
 int StoreServer::Impl::next_timeout_ms(Clock::time_point now) const {
   Clock::time_point next = now + stall_timeout_;  // periodic check even when idle
   if (now < accept_paused_until_) next = std::min(next, accept_paused_until_);
+  if (refusal_log_.unlogged != 0) next = std::min(next, refusal_log_.logged_at + kRefusalLogInterval);
   for (const auto& [id, c] : connections_) {
     if (c->closing) {
       next = std::min(next, c->close_by);

@@ -168,14 +168,38 @@ void StoreServer::Impl::reply(Connection& c, const Frame& response) {
 
 void StoreServer::Impl::refuse(Connection& c, const std::string& why) {
   ++refused_;
-  log::warn("bootstrap store at ", address_, " refused a connection from ", c.peer, ": ", why);
+  log_refusal(concat("refused a connection from ", c.peer, ": ", why));
   close_with_error(c, why);
 }
 
 void StoreServer::Impl::reject(Connection& c, const std::string& why) {
   ++rejected_;
-  log::warn("bootstrap store at ", address_, " closed the connection from ", c.peer, ": ", why);
+  log_refusal(concat("closed the connection from ", c.peer, ": ", why));
   close_with_error(c, why);
+}
+
+// A flood of bad connections (a scanner, a misconfigured job) must not flood
+// the log: one line a second at most, with the count of the others.
+void StoreServer::Impl::log_refusal(const std::string& what) {
+  const auto now = Clock::now();
+  if (refusal_log_.logged_at != Clock::time_point{} && now - refusal_log_.logged_at < kRefusalLogInterval) {
+    ++refusal_log_.unlogged;
+    refusal_log_.last_reason = what;
+    return;
+  }
+  report_unlogged_refusals(now);
+  log::warn("bootstrap store at ", address_, " ", what);
+  refusal_log_.logged_at = now;
+}
+
+void StoreServer::Impl::report_unlogged_refusals(Clock::time_point now) {
+  if (refusal_log_.unlogged == 0 || now - refusal_log_.logged_at < kRefusalLogInterval) return;
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - refusal_log_.logged_at).count();
+  log::warn("bootstrap store at ", address_, ": ", refusal_log_.unlogged, " more connection",
+            refusal_log_.unlogged == 1 ? "" : "s", " refused or closed in the last ", ms,
+            " ms (one line a second at most); the last: ", refusal_log_.last_reason);
+  refusal_log_.unlogged = 0;
+  refusal_log_.logged_at = now;
 }
 
 void StoreServer::Impl::close_with_error(Connection& c, const std::string& why) {

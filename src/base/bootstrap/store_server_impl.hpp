@@ -24,6 +24,7 @@ using frame::Type;
 using net::Clock;
 
 constexpr size_t kReadChunk = 64 * 1024;
+constexpr auto kRefusalLogInterval = std::chrono::seconds(1);
 constexpr int kReadsPerWakeup = 16;                       // fairness: at most 1 MiB per client per round
 constexpr size_t kBackpressureBytes = 8 << 20;            // stop reading a client that does not read its replies
 constexpr auto kMaxCloseGrace = std::chrono::seconds(1);  // time to flush an ERROR before closing
@@ -93,6 +94,16 @@ class StoreServer::Impl {
   void reply(Connection& c, const Frame& response);
   void refuse(Connection& c, const std::string& why);
   void reject(Connection& c, const std::string& why);
+  // Refused and closed connections are logged at most once per
+  // kRefusalLogInterval: the first of a burst at once, the ones after it
+  // counted and reported with the count when the interval has passed.
+  struct RefusalLog {
+    Clock::time_point logged_at{};
+    uint64_t unlogged = 0;     // since logged_at
+    std::string last_reason;   // of the last unlogged one
+  };
+  void log_refusal(const std::string& what);  // "refused a connection from <peer>: <why>"
+  void report_unlogged_refusals(Clock::time_point now);
   void close_with_error(Connection& c, const std::string& why);
   void enforce_deadlines(Clock::time_point now);
   bool admit_one_more(Clock::time_point now);
@@ -121,6 +132,7 @@ class StoreServer::Impl {
   size_t unauthenticated_ = 0;        // open connections that have not presented the secret
   uint64_t crowd_evictions_ = 0;      // closed to admit newer ones, since the last log line
   Clock::time_point crowd_logged_at_{};
+  RefusalLog refusal_log_;
   Bytes read_buffer_ = Bytes(kReadChunk);
 
   std::atomic<bool> stopping_{false};
