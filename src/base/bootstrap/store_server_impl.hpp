@@ -23,7 +23,6 @@ using frame::Frame;
 using frame::Type;
 using net::Clock;
 
-constexpr size_t kReadChunk = 64 * 1024;
 constexpr int kReadsPerWakeup = 16;                       // fairness: at most 1 MiB per client per round
 constexpr size_t kBackpressureBytes = 8 << 20;            // stop reading a client that does not read its replies
 constexpr auto kMaxCloseGrace = std::chrono::seconds(1);  // time to flush an ERROR before closing
@@ -121,7 +120,7 @@ class StoreServer::Impl {
   size_t unauthenticated_ = 0;        // open connections that have not presented the secret
   uint64_t crowd_evictions_ = 0;      // closed to admit newer ones, since the last log line
   Clock::time_point crowd_logged_at_{};
-  Bytes read_buffer_ = Bytes(kReadChunk);
+  Bytes read_buffer_ = Bytes(frame::kReadChunk);
 
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> accepted_{0};
