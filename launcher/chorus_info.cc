@@ -150,7 +150,7 @@ void print_variables(bool with_test_hooks) {
   }
   for (const auto& table : chorus::config::registered_tables()) {
     std::printf(" %s:\n", table.heading);
-    for (const auto& variable : table.list()) {
+    for (const auto& variable : table.variables) {
       if (chorus::config::kind_of(variable) == VariableKind::user) {
         print_variable(variable.name, variable.default_value, variable.meaning);
       }
@@ -170,7 +170,7 @@ void print_variables(bool with_test_hooks) {
     }
   }
   for (const auto& table : chorus::config::registered_tables()) {
-    for (const auto& variable : table.list()) {
+    for (const auto& variable : table.variables) {
       if (chorus::config::kind_of(variable) == VariableKind::test_hook) {
         print_variable(variable.name, variable.default_value, variable.meaning);
       }

@@ -3,6 +3,8 @@
 // to --help and exits 2.
 #pragma once
 
+#include "common/config.hpp"
+
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -29,7 +31,7 @@ struct Options {
   double failure_grace_seconds = 0;     // --failure-grace
   std::vector<std::string> exports;     // -x VAR or VAR=value
   bool tag_output = true;               // --tag-output / --no-tag-output
-  std::string rsh = "ssh";              // --rsh or CHORUS_RSH
+  std::string rsh{chorus::config::default_text(chorus::config::kVariables, "CHORUS_RSH")};  // --rsh or CHORUS_RSH
   std::string store_address;            // --store-addr
   bool report_bindings = false;         // --report-bindings
   std::string bind;                     // --bind

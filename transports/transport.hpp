@@ -18,6 +18,7 @@
 
 #include <chorus/chorus.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -84,6 +85,12 @@ struct MemoryUse {
   std::string detail;          // what per_peer is made of, for a person
 };
 
+// A transport's max_eager_bytes() for the engine's eager limit (the
+// transports' options.max_eager_bytes): 64 bytes on top, room for the
+// engine's message header (src/p2p/wire.hpp), and at least 4096. Every
+// transport sizes its eager messages so.
+inline size_t eager_capacity(size_t engine_eager_limit) { return std::max<size_t>(4096, engine_eager_limit + 64); }
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -97,7 +104,8 @@ class Transport {
   // (including our own). Called once.
   virtual void connect(const std::vector<Blob>& peers) = 0;
 
-  // Largest header+payload post_eager() accepts (>= 4096 on every transport).
+  // Largest header+payload post_eager() accepts (>= 4096 on every
+  // transport): eager_capacity() of the engine's eager limit.
   virtual size_t max_eager_bytes() const = 0;
 
   // Sends header followed by payload to `peer` as one eager message. The bytes

@@ -102,7 +102,7 @@ class OfiTransport final : public Transport {
   OfiTransport(int rank, int size, const OfiOptions& options)
       : rank_(rank),
         size_(size),
-        max_eager_(std::max<size_t>(4096, options.max_eager_bytes + 64)),
+        max_eager_(eager_capacity(options.max_eager_bytes)),
         provider_(options.provider.empty() ? auto_provider(options.all_ranks_on_one_host) : options.provider),
         guard_(provider_, options.stall_cpu_limit, options.test_stall_after_calls) {
     info_ = choose_provider(provider_, options.all_ranks_on_one_host);

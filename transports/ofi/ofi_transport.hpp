@@ -3,6 +3,7 @@
 // through registered bounce buffers (or fi_inject), reads are fi_read.
 #pragma once
 
+#include "common/config.hpp"
 #include "transports/transport.hpp"
 
 #include <chrono>
@@ -14,7 +15,8 @@ namespace chorus::transport {
 struct OfiOptions {
   std::string provider;              // "" = auto: shm on one host, else tcp;ofi_rxm
   bool all_ranks_on_one_host = true;
-  size_t max_eager_bytes = 16384;    // largest eager payload the engine sends
+  // The largest eager payload the engine sends (the library default).
+  size_t max_eager_bytes = config::default_bytes(config::kVariables, "CHORUS_EAGER_LIMIT");
   // CPU time a single data-path provider call may burn before it is taken
   // as stuck and abandoned (stall_escape.hpp).
   std::chrono::milliseconds stall_cpu_limit{std::chrono::seconds(5)};

@@ -76,7 +76,7 @@ class ShmTransport final : public Transport {
   ShmTransport(int rank, int size, const ShmOptions& options)
       : rank_(rank),
         size_(size),
-        max_eager_(std::max<size_t>(4096, options.max_eager_bytes + 64)),
+        max_eager_(eager_capacity(options.max_eager_bytes)),
         ring_bytes_(options.ring_bytes != 0
                         ? options.ring_bytes
                         : std::max<size_t>(256 * 1024, std::bit_ceil(4 * (max_eager_ + kRecordAlign)))),

@@ -8,6 +8,7 @@
 // process_vm_readv (cross-memory attach), so no registration pins anything.
 #pragma once
 
+#include "common/config.hpp"
 #include "transports/transport.hpp"
 
 #include <cstddef>
@@ -17,7 +18,8 @@
 namespace chorus::transport {
 
 struct ShmOptions {
-  size_t max_eager_bytes = 16384;  // engine eager limit; headers are added on top
+  // The engine's eager limit (the library default); headers are added on top.
+  size_t max_eager_bytes = config::default_bytes(config::kVariables, "CHORUS_EAGER_LIMIT");
   size_t ring_bytes = 0;           // per sender; 0: derived from max_eager_bytes
 };
 

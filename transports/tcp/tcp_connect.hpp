@@ -6,6 +6,7 @@
 #pragma once
 
 #include "bootstrap/socket.hpp"
+#include "common/config.hpp"
 #include "transports/transport.hpp"
 
 #include <netinet/in.h>
@@ -61,9 +62,10 @@ Fd listen_at(SocketAddress& address);
 struct ConnectOptions {
   int rank = 0;
   int size = 1;
-  uint32_t streams = 1;
-  size_t socket_buffer = 0;  // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
-  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  uint32_t streams = static_cast<uint32_t>(config::default_int(config::kVariables, "CHORUS_TCP_STREAMS"));
+  // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
+  size_t socket_buffer = config::default_bytes(config::kVariables, "CHORUS_TCP_SOCKET_BUFFER");
+  std::chrono::milliseconds timeout{std::chrono::seconds(config::default_int(config::kVariables, "CHORUS_TIMEOUT"))};
 };
 
 // Joins this rank to every other: rank r dials every lower rank's listener

@@ -99,7 +99,7 @@ class TcpTransport final : public Transport {
       : rank_(rank),
         size_(size),
         options_(options),
-        max_eager_(std::max<size_t>(4096, options.max_eager_bytes + 64)),
+        max_eager_(eager_capacity(options.max_eager_bytes)),
         token_(random_token()),
         peers_(static_cast<size_t>(size)),
         registry_(std::make_shared<Registry>()) {

@@ -4,6 +4,7 @@
 // by non-blocking recv and an epoll set to block on.
 #pragma once
 
+#include "common/config.hpp"
 #include "transports/transport.hpp"
 
 #include <chrono>
@@ -13,13 +14,18 @@
 
 namespace chorus::transport {
 
+// The defaults are the library's (config::kVariables); the transport
+// factory sets every field from config::Settings.
 struct TcpOptions {
-  size_t max_eager_bytes = 16384;  // engine eager limit; headers are added on top
-  std::string iface;               // CHORUS_TCP_IFACE: "", "auto", an interface name or an address
-  int streams = 1;                 // CHORUS_TCP_STREAMS: connections per pair of ranks
-  size_t socket_buffer = 0;        // CHORUS_TCP_SOCKET_BUFFER: 0 keeps the kernel's autotuning
+  size_t max_eager_bytes = config::default_bytes(config::kVariables, "CHORUS_EAGER_LIMIT");  // headers are added on top
+  std::string iface;  // CHORUS_TCP_IFACE: "", "auto", an interface name or an address
+  // CHORUS_TCP_STREAMS: connections per pair of ranks
+  int streams = static_cast<int>(config::default_int(config::kVariables, "CHORUS_TCP_STREAMS"));
+  // CHORUS_TCP_SOCKET_BUFFER: 0 keeps the kernel's autotuning
+  size_t socket_buffer = config::default_bytes(config::kVariables, "CHORUS_TCP_SOCKET_BUFFER");
   bool all_ranks_on_one_host = false;
-  std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // for connection setup
+  // For connection setup.
+  std::chrono::milliseconds timeout{std::chrono::seconds(config::default_int(config::kVariables, "CHORUS_TIMEOUT"))};
 };
 
 std::unique_ptr<Transport> make_tcp_transport(int rank, int size, const TcpOptions& options);

@@ -10,9 +10,6 @@ namespace chorus::transport::verbs {
 
 namespace {
 
-constexpr uint32_t kWireMagic = 0x42564843;  // "CHVB"
-constexpr uint16_t kWireVersion = 1;
-
 std::array<uint8_t, 16> to_array(const uint8_t* gid) {
   std::array<uint8_t, 16> out{};
   std::copy(gid, gid + 16, out.begin());
@@ -22,14 +19,8 @@ std::array<uint8_t, 16> to_array(const uint8_t* gid) {
 }  // namespace
 
 Blob RcMeshTransport::address() {
-  RcWireAddress wire{};
-  wire.magic = kWireMagic;
-  wire.version = kWireVersion;
-  wire.lid = port_.attr.lid;
-  std::copy(port_.gid.begin(), port_.gid.end(), wire.gid);
+  RcWireAddress wire = start_address<RcWireAddress>(port_);
   wire.psn = psn_;
-  wire.active_mtu = static_cast<uint8_t>(port_.attr.active_mtu);
-  wire.roce = port_.roce ? 1 : 0;
   wire.responder_resources = static_cast<uint8_t>(std::min(device_attr_.max_qp_rd_atom, kMaxReadsPerQp));
   wire.initiator_depth = static_cast<uint8_t>(std::min(device_attr_.max_qp_init_rd_atom, kMaxReadsPerQp));
   wire.credits = credits_;
@@ -54,7 +45,7 @@ void RcMeshTransport::connect(const std::vector<Blob>& blobs) {
     fail(Status::internal, "verbs: connect got ", blobs.size(), " addresses for ", size_, " ranks");
   }
   std::vector<RcWireAddress> remote(blobs.size());
-  for (int p = 0; p < size_; ++p) remote[static_cast<size_t>(p)] = parse_address(p, blobs[static_cast<size_t>(p)]);
+  for (int p = 0; p < size_; ++p) remote[static_cast<size_t>(p)] = take_address(p, blobs[static_cast<size_t>(p)]);
   std::vector<int> max_reads(blobs.size());
   for (int p = 0; p < size_; ++p) {
     RcPeer& peer = peers_[static_cast<size_t>(p)];
@@ -102,23 +93,12 @@ void RcMeshTransport::connect(const std::vector<Blob>& blobs) {
   connected_ = true;
 }
 
-RcWireAddress RcMeshTransport::parse_address(int p, const Blob& blob) {
-  RcWireAddress wire{};
-  if (blob.size() < sizeof wire) {
-    fail(Status::bootstrap, "verbs: rank ", p, " published a ", blob.size(), "-byte address, expected at least ",
-         sizeof wire, " (is it running the verbs transport?)");
-  }
-  std::memcpy(&wire, blob.data(), sizeof wire);
-  if (wire.magic != kWireMagic || wire.version != kWireVersion) {
-    fail(Status::bootstrap, "verbs: rank ", p, "'s address is not a chorus verbs v", kWireVersion,
-         " address (magic 0x", std::hex, wire.magic, std::dec, ", version ", wire.version,
-         "); all ranks must run the same chorus with CHORUS_TRANSPORT=verbs");
-  }
+RcWireAddress RcMeshTransport::take_address(int p, const Blob& blob) {
+  const RcWireAddress wire = parse_address<RcWireAddress>(p, blob, port_);
   if (wire.size != static_cast<uint32_t>(size_) || blob.size() != sizeof wire + 4 * static_cast<size_t>(size_)) {
     fail(Status::bootstrap, "verbs: rank ", p, "'s address describes a job of ", wire.size, " ranks, this one has ",
          size_);
   }
-  check_same_fabric("verbs", p, wire.roce != 0, port_);
   // The QP the peer created for us.
   if (remote_qpns_.empty()) remote_qpns_.assign(static_cast<size_t>(size_), 0);
   std::memcpy(&remote_qpns_[static_cast<size_t>(p)], blob.data() + sizeof wire + 4 * static_cast<size_t>(rank_), 4);

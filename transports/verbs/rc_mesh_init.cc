@@ -14,7 +14,7 @@ RcMeshTransport::RcMeshTransport(int rank, int size, const VerbsOptions& options
     : rank_(rank),
       size_(size),
       settings_(options.settings),
-      max_eager_(std::max<size_t>(4096, options.max_eager_bytes + 64)),
+      max_eager_(eager_capacity(options.max_eager_bytes)),
       use_cm_(options.settings.connect == "rdmacm"),
       timeout_(options.timeout),
       completion_vector_(options.completion_vector) {

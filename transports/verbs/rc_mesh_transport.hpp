@@ -25,11 +25,11 @@ namespace chorus::transport::verbs {
 
 // The blob each rank publishes. Fixed-width fields copied as one struct: all
 // ranks of a job share the architecture (little-endian x86-64/aarch64).
-struct RcWireAddress {
-  uint32_t magic;
-  uint16_t version;
-  uint16_t lid;
-  uint8_t gid[16];
+struct RcWireAddress : AddressHeader {
+  static constexpr uint32_t kMagic = 0x42564843;  // "CHVB"
+  static constexpr uint16_t kVersion = 1;
+  static constexpr AddressKind kKind{"verbs", "verbs", "CHORUS_TRANSPORT=verbs", "is it running the verbs transport?",
+                                     false};
   uint32_t psn;
   uint8_t active_mtu;           // ibv_mtu
   uint8_t roce;                 // 1: address by GID
@@ -43,11 +43,11 @@ struct RcWireAddress {
   uint16_t reserved;
   uint32_t size;                // followed by uint32_t qp_num[size]
 };
+static_assert(sizeof(RcWireAddress) == 64, "the RC address's wire format (v1)");
 
 class RcMeshTransport : public Transport, private rc::Poster {
  public:
   static constexpr size_t kSendBuffers = 256;
-  static constexpr int kMaxReadsPerQp = 16;
   static constexpr uint32_t kRequestedInline = 256;
   static constexpr int kSpareSendSlots = 4;  // credit writes and slack per QP
 
@@ -114,7 +114,8 @@ class RcMeshTransport : public Transport, private rc::Poster {
   ibv_mr* register_range(void* base, size_t length, int access);
   size_t slot_bytes() const { return rc::kEagerHeaderBytes + max_eager_; }
   // connection (rc_mesh_connect.cc)
-  RcWireAddress parse_address(int peer, const Blob& blob);
+  // parse_address, then the job's size and the QP `peer` made for this rank.
+  RcWireAddress take_address(int peer, const Blob& blob);
   int peer_of_qp(uint32_t qpn) const;
   // rc::Poster (rc_mesh_p2p.cc)
   void post_message(const rc::SendWr& wr, int32_t send_buffer, uint32_t granted, const void* header,

@@ -15,18 +15,11 @@ namespace chorus::transport {
 
 namespace verbs {
 
-namespace {
-
-constexpr uint32_t kUdMagic = 0x55564843;  // "CHVU"
-constexpr uint16_t kUdVersion = 1;
-
-}  // namespace
-
 UdTransport::UdTransport(int rank, int size, const VerbsOptions& options)
     : rank_(rank),
       size_(size),
       settings_(options.settings),
-      max_eager_(std::max<size_t>(4096, options.max_eager_bytes + 64)),
+      max_eager_(eager_capacity(options.max_eager_bytes)),
       timeout_(options.timeout) {
   if (settings_.connect != "bootstrap" || settings_.srq) {
     fail(Status::config, "CHORUS_VERBS_MODE=\"ud\" has one SRQ and no RC mesh to connect: unset ",
@@ -100,15 +93,9 @@ MemoryUse UdTransport::memory_use() const {
 }
 
 Blob UdTransport::address() {
-  UdWireAddress wire{};
-  wire.magic = kUdMagic;
-  wire.version = kUdVersion;
-  wire.lid = port_.attr.lid;
-  std::copy(port_.gid.begin(), port_.gid.end(), wire.gid);
+  UdWireAddress wire = start_address<UdWireAddress>(port_);
   wire.qpn = ud_qp_->qp_num;
   wire.qkey = qkey_;
-  wire.active_mtu = static_cast<uint8_t>(port_.attr.active_mtu);
-  wire.roce = port_.roce ? 1 : 0;
   Blob blob(sizeof wire);
   std::memcpy(blob.data(), &wire, sizeof wire);
   return blob;
@@ -121,7 +108,7 @@ void UdTransport::connect(const std::vector<Blob>& blobs) {
   ibv_mtu mtu = port_.attr.active_mtu;
   std::vector<UdWireAddress> remote(blobs.size());
   for (int p = 0; p < size_; ++p) {
-    remote[static_cast<size_t>(p)] = parse_address(p, blobs[static_cast<size_t>(p)]);
+    remote[static_cast<size_t>(p)] = parse_address<UdWireAddress>(p, blobs[static_cast<size_t>(p)], port_);
     mtu = std::min(mtu, static_cast<ibv_mtu>(remote[static_cast<size_t>(p)].active_mtu));
   }
   path_mtu_ = mtu;
@@ -220,22 +207,6 @@ void UdTransport::create_ud_qp(uint32_t send_queue) {
   rts.qp_state = IBV_QPS_RTS;
   rts.sq_psn = std::random_device{}() & 0xffffff;
   check_rc(ibv_modify_qp(ud_qp_.get(), &rts, IBV_QP_STATE | IBV_QP_SQ_PSN), "ibv_modify_qp(RTS) of the UD QP");
-}
-
-UdWireAddress UdTransport::parse_address(int p, const Blob& blob) {
-  UdWireAddress wire{};
-  if (blob.size() != sizeof wire) {
-    fail(Status::bootstrap, "verbs UD: rank ", p, " published a ", blob.size(), "-byte address, expected ",
-         sizeof wire, " (do all ranks run CHORUS_VERBS_MODE=ud?)");
-  }
-  std::memcpy(&wire, blob.data(), sizeof wire);
-  if (wire.magic != kUdMagic || wire.version != kUdVersion) {
-    fail(Status::bootstrap, "verbs UD: rank ", p, "'s address is not a chorus UD v", kUdVersion,
-         " address (magic 0x", std::hex, wire.magic, std::dec, ", version ", wire.version,
-         "); all ranks must run the same chorus with CHORUS_VERBS_MODE=ud");
-  }
-  check_same_fabric("verbs UD", p, wire.roce != 0, port_);
-  return wire;
 }
 
 void UdTransport::create_address_handle(int p, const UdWireAddress& remote) {

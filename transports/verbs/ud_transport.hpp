@@ -23,17 +23,18 @@
 namespace chorus::transport::verbs {
 
 // The blob each rank publishes: the same size at any job size.
-struct UdWireAddress {
-  uint32_t magic;
-  uint16_t version;
-  uint16_t lid;
-  uint8_t gid[16];
+struct UdWireAddress : AddressHeader {
+  static constexpr uint32_t kMagic = 0x55564843;  // "CHVU"
+  static constexpr uint16_t kVersion = 1;
+  static constexpr AddressKind kKind{"verbs UD", "UD", "CHORUS_VERBS_MODE=ud", "do all ranks run CHORUS_VERBS_MODE=ud?",
+                                     true};
   uint32_t qpn;
   uint32_t qkey;
   uint8_t active_mtu;  // ibv_mtu
   uint8_t roce;
   uint16_t reserved;
 };
+static_assert(sizeof(UdWireAddress) == 36, "the UD address's wire format (v1)");
 
 // The kind in each wr_id (verbs_common.hpp make_wr_id).
 enum class UdWrKind : uint64_t { fragment = 1, ack = 2, recv = 3, read = 4 };
@@ -74,7 +75,6 @@ class UdTransport final : public Transport, private ud::Link {
  public:
   static constexpr size_t kGrhBytes = 40;  // every UD receive buffer starts with room for the GRH
   static constexpr uint32_t kReceiveBuffers = 512;
-  static constexpr int kMaxReadsPerQp = 16;
   static constexpr uint32_t kRequestedInline = 64;
   static constexpr uint8_t kEngineChannel = 0;
   static constexpr uint8_t kControlChannel = 1;
@@ -114,7 +114,6 @@ class UdTransport final : public Transport, private ud::Link {
   // setup (ud_init.cc)
   void create_receive_buffers();
   void create_ud_qp(uint32_t send_queue);
-  UdWireAddress parse_address(int p, const Blob& blob);
   void create_address_handle(int p, const UdWireAddress& remote);
   // data path (ud_p2p.cc)
   void check_usable(int p);

@@ -56,6 +56,18 @@ void check_same_fabric(const char* transport, int peer, bool peer_roce, const Po
   }
 }
 
+void fail_address_size(const AddressKind& kind, int peer, size_t blob_bytes, size_t wire_bytes) {
+  fail(Status::bootstrap, kind.transport, ": rank ", peer, " published a ", blob_bytes, "-byte address, expected ",
+       kind.exact_size ? "" : "at least ", wire_bytes, " (", kind.size_hint, ")");
+}
+
+void fail_address_header(const AddressKind& kind, int peer, uint16_t expected_version, uint32_t magic,
+                         uint16_t version) {
+  fail(Status::bootstrap, kind.transport, ": rank ", peer, "'s address is not a chorus ", kind.name, " v",
+       expected_version, " address (magic 0x", std::hex, magic, std::dec, ", version ", version,
+       "); all ranks must run the same chorus with ", kind.run_setting);
+}
+
 int ReadJobs::deliver(Sink& sink) {
   const int ended = static_cast<int>(finished_.size());
   for (ReadJob* job : finished_) {

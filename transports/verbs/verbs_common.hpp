@@ -9,12 +9,18 @@
 #include "transports/verbs/verbs_resources.hpp"
 #include "transports/verbs/verbs_settings.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
 namespace chorus::transport::verbs {
+
+// RDMA READs one QP has in flight at the most, issued or served (the
+// device's limits may be lower): the RC mesh's QPs and UD mode's RC links.
+inline constexpr int kMaxReadsPerQp = 16;
 
 using AhPtr = std::unique_ptr<ibv_ah, Destroyer<ibv_destroy_ah>>;
 
@@ -125,6 +131,65 @@ std::vector<PendingRead> start_read(ReadJobs& jobs, uint64_t context, uint32_t m
 // Fails (Status::config) when `peer`'s port is of the other link layer
 // (RoCE vs InfiniBand) than ours; `transport` names the caller.
 void check_same_fabric(const char* transport, int peer, bool peer_roce, const PortChoice& port);
+
+// What every verbs transport's published address starts with (24 bytes, no
+// padding: the wire structs derive from it and keep their layout). Fixed-width
+// fields copied as one struct: all ranks of a job share the architecture.
+struct AddressHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t lid;
+  uint8_t gid[16];
+};
+static_assert(sizeof(AddressHeader) == 24);
+
+// How parse_address checks and names a transport's published address; a
+// wire struct Wire (an AddressHeader with its own fields, roce among them)
+// carries it as Wire::kKind, beside Wire::kMagic and Wire::kVersion.
+struct AddressKind {
+  const char* transport;    // starts every message: "verbs", "verbs UD"
+  const char* name;         // "chorus <name> v<version> address"
+  const char* run_setting;  // what every rank must run: "CHORUS_TRANSPORT=verbs"
+  const char* size_hint;    // after a wrong length: "is it running the verbs transport?"
+  bool exact_size;          // false: more may follow the struct (the RC mesh's QP numbers)
+};
+[[noreturn]] void fail_address_size(const AddressKind& kind, int peer, size_t blob_bytes, size_t wire_bytes);
+[[noreturn]] void fail_address_header(const AddressKind& kind, int peer, uint16_t expected_version, uint32_t magic,
+                                      uint16_t version);
+
+// A Wire struct with what every verbs address holds filled in from `port`:
+// magic, version, LID, GID, active MTU and link layer (parse_address checks
+// them on the other side); the transport adds its own fields.
+template <class Wire>
+Wire start_address(const PortChoice& port) {
+  Wire wire{};
+  wire.magic = Wire::kMagic;
+  wire.version = Wire::kVersion;
+  wire.lid = port.attr.lid;
+  std::copy(port.gid.begin(), port.gid.end(), wire.gid);
+  wire.active_mtu = static_cast<uint8_t>(port.attr.active_mtu);
+  wire.roce = port.roce ? 1 : 0;
+  return wire;
+}
+
+// Rank `peer`'s published address: the Wire struct at the start of `blob`,
+// checked for its length, magic and version, and for a port of our link
+// layer (check_same_fabric). Throws Error(Status::bootstrap) naming the rank
+// and what every rank must run, or Status::config for the fabric.
+template <class Wire>
+Wire parse_address(int peer, const Blob& blob, const PortChoice& port) {
+  constexpr const AddressKind& kind = Wire::kKind;
+  Wire wire{};
+  if (kind.exact_size ? blob.size() != sizeof wire : blob.size() < sizeof wire) {
+    fail_address_size(kind, peer, blob.size(), sizeof wire);
+  }
+  std::memcpy(&wire, blob.data(), sizeof wire);
+  if (wire.magic != Wire::kMagic || wire.version != Wire::kVersion) {
+    fail_address_header(kind, peer, Wire::kVersion, wire.magic, wire.version);
+  }
+  check_same_fabric(kind.transport, peer, wire.roce != 0, port);
+  return wire;
+}
 
 // The signalled RDMA READ work request for `read`, gathering into `sge`; the
 // caller sets wr_id.

@@ -26,36 +26,12 @@ Settings Settings::from_env() {
   return v;
 }
 
-const std::vector<config::VariableDoc>& variables() {
-  static const std::vector<config::VariableDoc> docs = {
-      {"CHORUS_IB_DEVICE", "auto", "verbs device name, e.g. mlx5_0 or rxe0 (auto: the first with an active port)"},
-      {"CHORUS_IB_PORT", "auto", "verbs port number, 1..255 (auto: the device's first active port)"},
-      {"CHORUS_IB_GID_INDEX", "auto",
-       "GID index, 0..1023 (auto on RoCE: skip empty and link-local GIDs, prefer RoCE v2 with an IPv4 address)"},
-      {"CHORUS_VERBS_SRQ", "0", "1: one shared receive queue for all peers instead of receive buffers per QP"},
-      {"CHORUS_VERBS_CONNECT", "bootstrap",
-       "bootstrap: QP numbers and GIDs exchanged through the store; rdmacm: connect through rdma_cm"},
-      {"CHORUS_VERBS_RECV_DEPTH", "64", "eager receive buffers (and send credits) per peer, 2..4096"},
-      {"CHORUS_VERBS_CQ_ENTRIES", "auto",
-       "completion queue size; setup fails if it is smaller than the work requests that can be outstanding"},
-      {"CHORUS_VERBS_QP_TIMEOUT", "16", "RC local ACK timeout exponent: 4.096 us * 2^value per try (1..31)"},
-      {"CHORUS_VERBS_RETRY_COUNT", "7", "RC transport retries before a send fails (0..7)"},
-      {"CHORUS_VERBS_MODE", "rc",
-       "rc: one RC QP per peer (RC mesh); ud: one UD QP and SRQ per process with software reliability, RC QPs "
-       "only for rendezvous reads (scalable mode)"},
-      {"CHORUS_UD_RC_MAX", "16", "UD mode: RC QPs kept for rendezvous reads, least recently used closed first (1..4096)"},
-      {"CHORUS_TEST_VERBS_QP_ERROR", "unset",
-       "test hook, PEER:N: after N eager sends every other rank moves its QP to PEER into the error state"},
-      {"CHORUS_TEST_UD_DROP", "unset",
-       "test hook, RANK:N: in UD mode, rank RANK's N-th data fragment (0: the first) is lost on the wire"},
-  };
-  return docs;
-}
+std::span<const config::VariableDoc> variables() { return kVariables; }
 
 // The verbs variables count as known (the unknown-variable warning) and
 // chorus_info lists them, wherever this layer is linked.
 namespace {
-[[maybe_unused]] const bool registered = config::register_variables("The verbs transports' (docs/transport-verbs.md)", &variables);
+[[maybe_unused]] const bool registered = config::register_variables("The verbs transports' (docs/transport-verbs.md)", kVariables);
 }  // namespace
 
 }  // namespace chorus::transport::verbs

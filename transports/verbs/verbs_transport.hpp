@@ -14,8 +14,10 @@ namespace chorus::transport {
 
 struct VerbsOptions {
   verbs::Settings settings;
-  size_t max_eager_bytes = 16384;  // largest eager payload the engine sends
-  std::chrono::milliseconds timeout{300000};  // CHORUS_TIMEOUT: bounds rdma_cm connection setup
+  // The largest eager payload the engine sends (the library default).
+  size_t max_eager_bytes = config::default_bytes(config::kVariables, "CHORUS_EAGER_LIMIT");
+  // CHORUS_TIMEOUT: bounds rdma_cm connection setup.
+  std::chrono::milliseconds timeout{std::chrono::seconds(config::default_int(config::kVariables, "CHORUS_TIMEOUT"))};
   int completion_vector = 0;  // placement's choice (docs/placement.md), taken modulo the device's count
 };
 

@@ -2,6 +2,7 @@
 // built from store operations. Keys are namespaced by the job id, so jobs
 // sharing a store (or a stale store) never read each other's values.
 #include "bootstrap/departures.hpp"
+#include "bootstrap/frame.hpp"
 #include "bootstrap/port_file.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/store.hpp"
@@ -14,8 +15,6 @@
 namespace chorus::bootstrap {
 
 namespace {
-
-constexpr uint32_t kLengthBytes = 4;
 
 // Rank 0 publishes the port file only when nobody was told an address.
 bool publishes_port_file(const JobInfo& job) {
@@ -59,23 +58,18 @@ auto with_context(const std::string& context, int peer, Body&& body) {
 // started with different sizes all fail in the first exchange, naming both.
 constexpr uint32_t kSizeMismatch = 0;
 
-void put_u32(Bytes& out, uint32_t value) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(value >> shift));
-}
-
 Bytes with_u32(uint32_t value, std::span<const uint8_t> rest) {
   Bytes out;
-  put_u32(out, value);
+  frame::put_u32(out, value);
   out.insert(out.end(), rest.begin(), rest.end());
   return out;
 }
 
 // Splits a value made by with_u32; throws naming `key` if it is too short.
 uint32_t take_u32(Bytes& value, const std::string& key) {
-  if (value.size() < kLengthBytes) fail(Status::bootstrap, "all_gather value ", key, " is truncated");
-  uint32_t number = 0;
-  for (uint32_t i = 0; i < kLengthBytes; ++i) number = (number << 8) | value[i];
-  value.erase(value.begin(), value.begin() + kLengthBytes);
+  if (value.size() < frame::kLengthBytes) fail(Status::bootstrap, "all_gather value ", key, " is truncated");
+  const uint32_t number = frame::get_u32(value.data());
+  value.erase(value.begin(), value.begin() + frame::kLengthBytes);
   return number;
 }
 
@@ -101,8 +95,7 @@ namespace packed {
 Bytes pack(const std::vector<Bytes>& blobs) {
   Bytes packed;
   for (const auto& blob : blobs) {
-    auto length = static_cast<uint32_t>(blob.size());
-    for (int shift = 24; shift >= 0; shift -= 8) packed.push_back(static_cast<uint8_t>(length >> shift));
+    frame::put_u32(packed, static_cast<uint32_t>(blob.size()));
     packed.insert(packed.end(), blob.begin(), blob.end());
   }
   return packed;
@@ -112,9 +105,11 @@ std::vector<Bytes> unpack(std::span<const uint8_t> packed, int size, const std::
   std::vector<Bytes> blobs;
   size_t offset = 0;
   for (int r = 0; r < size; ++r) {
-    if (packed.size() - offset < kLengthBytes) fail(Status::bootstrap, "packed all_gather value ", key, " is truncated");
-    uint32_t length = 0;
-    for (uint32_t i = 0; i < kLengthBytes; ++i) length = (length << 8) | packed[offset++];
+    if (packed.size() - offset < frame::kLengthBytes) {
+      fail(Status::bootstrap, "packed all_gather value ", key, " is truncated");
+    }
+    const uint32_t length = frame::get_u32(packed.data() + offset);
+    offset += frame::kLengthBytes;
     if (packed.size() - offset < length) fail(Status::bootstrap, "packed all_gather value ", key, " is truncated");
     blobs.emplace_back(packed.begin() + static_cast<std::ptrdiff_t>(offset),
                        packed.begin() + static_cast<std::ptrdiff_t>(offset + length));
@@ -290,7 +285,7 @@ std::vector<Bytes> Bootstrap::all_gather(const std::string& prefix, const Bytes&
         throw Error(Status::config, mismatch, r);
       }
       blobs.push_back(std::move(value));
-      total += kLengthBytes + blobs.back().size();
+      total += frame::kLengthBytes + blobs.back().size();
     }
     // An empty packed value tells the others to read every key themselves.
     client_->set(packed_key, with_u32(size, total <= kMaxPacked ? packed::pack(blobs) : Bytes{}));

@@ -9,16 +9,12 @@ namespace chorus::bootstrap::frame {
 
 namespace {
 
-constexpr size_t kLengthBytes = 4;
 constexpr uint8_t kMagicBytes[4] = {'C', 'H', 'R', 'S'};
 
 void put_u8(Bytes& out, uint8_t value) { out.push_back(value); }
 void put_u16(Bytes& out, uint16_t value) {
   out.push_back(static_cast<uint8_t>(value >> 8));
   out.push_back(static_cast<uint8_t>(value));
-}
-void put_u32(Bytes& out, uint32_t value) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(value >> shift));
 }
 void put_u64(Bytes& out, uint64_t value) {
   for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(value >> shift));
@@ -29,10 +25,6 @@ void put_blob(Bytes& out, std::span<const uint8_t> blob) {
 }
 std::span<const uint8_t> as_bytes(std::string_view text) {
   return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
-}
-
-uint32_t get_u32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
 std::string hex(uint64_t value, int digits) {

@@ -42,6 +42,20 @@ inline constexpr size_t kHeaderBytes = 16;
 inline constexpr size_t kMaxPayload = 1 << 20;
 inline constexpr size_t kMaxKey = 512;
 
+// A blob's length prefix, and the big-endian u32 the frames and bootstrap's
+// all_gather values (bootstrap.cc) are written with.
+inline constexpr size_t kLengthBytes = 4;
+inline void put_u32(Bytes& out, uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(value >> shift));
+}
+inline uint32_t get_u32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+// Bytes a store connection (client and server) reads from its socket at a
+// time and feeds its Decoder.
+inline constexpr size_t kReadChunk = 64 * 1024;
+
 enum class Type : uint8_t {
   hello = 1,
   set = 2,

@@ -2,6 +2,7 @@
 #include "bootstrap/store.hpp"
 
 #include "common/error.hpp"
+#include "common/fnv.hpp"
 #include "common/log.hpp"
 
 #include <algorithm>
@@ -23,19 +24,12 @@ constexpr size_t kMaxIdInName = 96;
 constexpr auto kFirstPollDelay = std::chrono::milliseconds(5);
 constexpr auto kMaxPollDelay = std::chrono::milliseconds(100);
 
-// FNV-1a: stable across builds and runs, so every rank derives the same name.
-uint64_t fnv1a(const std::string& text) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
-  return hash;
-}
-
 std::string safe_for_filename(const std::string& id) {
   std::string name = id;
   std::replace_if(
       name.begin(), name.end(),
       [](unsigned char c) { return !(std::isalnum(c) || c == '.' || c == '_' || c == '-'); }, '_');
-  if (name.size() > kMaxIdInName) name = concat(name.substr(0, kMaxIdInName / 2), "-", std::hex, fnv1a(id));
+  if (name.size() > kMaxIdInName) name = concat(name.substr(0, kMaxIdInName / 2), "-", std::hex, fnv1a::hash(id));
   return name;
 }
 

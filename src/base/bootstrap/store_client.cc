@@ -23,7 +23,6 @@ namespace {
 
 constexpr auto kFirstRetryDelay = std::chrono::milliseconds(10);
 constexpr auto kMaxRetryDelay = std::chrono::milliseconds(200);
-constexpr size_t kReadChunk = 64 * 1024;
 constexpr auto kFailureCheckInterval = std::chrono::seconds(1);
 // A chorus store answers HELLO at once; a listener that has not within this
 // time is something else (torchrun's own store at MASTER_PORT, ...).
@@ -216,7 +215,7 @@ Frame StoreClient::Impl::receive_reply(uint32_t id, Clock::time_point deadline, 
 }
 
 void StoreClient::Impl::receive_more(Clock::time_point deadline, const std::string& what) {
-  uint8_t buffer[kReadChunk];
+  uint8_t buffer[frame::kReadChunk];
   for (;;) {
     ssize_t n = ::recv(fd_.get(), buffer, sizeof buffer, 0);
     if (n > 0) {

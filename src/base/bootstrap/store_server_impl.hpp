@@ -23,7 +23,6 @@ using frame::Frame;
 using frame::Type;
 using net::Clock;
 
-constexpr size_t kReadChunk = 64 * 1024;
 constexpr auto kRefusalLogInterval = std::chrono::seconds(1);
 constexpr int kReadsPerWakeup = 16;                       // fairness: at most 1 MiB per client per round
 constexpr size_t kBackpressureBytes = 8 << 20;            // stop reading a client that does not read its replies
@@ -133,7 +132,7 @@ class StoreServer::Impl {
   uint64_t crowd_evictions_ = 0;      // closed to admit newer ones, since the last log line
   Clock::time_point crowd_logged_at_{};
   RefusalLog refusal_log_;
-  Bytes read_buffer_ = Bytes(kReadChunk);
+  Bytes read_buffer_ = Bytes(frame::kReadChunk);
 
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> accepted_{0};

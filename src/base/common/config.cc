@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -23,11 +22,6 @@ namespace {
   fail(Status::config, name, "=\"", value, "\": expected ", expected);
 }
 
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
-  return text;
-}
-
 std::string human_bytes(uint64_t bytes) {
   if (bytes != 0 && bytes % (1ull << 30) == 0) return concat(bytes >> 30, "G");
   if (bytes != 0 && bytes % (1ull << 20) == 0) return concat(bytes >> 20, "M");
@@ -41,28 +35,6 @@ std::optional<std::string> get(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return std::nullopt;
   return std::string(value);
-}
-
-std::optional<uint64_t> parse_bytes(std::string_view text) {
-  if (text.empty()) return std::nullopt;
-  uint64_t number = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
-  if (ec != std::errc() || end == text.data()) return std::nullopt;
-  std::string_view suffix(end, static_cast<size_t>(text.data() + text.size() - end));
-  int shift = 0;
-  if (suffix.empty()) {
-    shift = 0;
-  } else if (suffix == "K" || suffix == "k" || suffix == "KiB") {
-    shift = 10;
-  } else if (suffix == "M" || suffix == "m" || suffix == "MiB") {
-    shift = 20;
-  } else if (suffix == "G" || suffix == "g" || suffix == "GiB") {
-    shift = 30;
-  } else {
-    return std::nullopt;
-  }
-  if (shift != 0 && number > (UINT64_MAX >> shift)) return std::nullopt;
-  return number << shift;
 }
 
 uint64_t env_bytes(const char* name, uint64_t fallback, uint64_t min, uint64_t max) {
@@ -83,13 +55,6 @@ int64_t env_int(const char* name, int64_t fallback, int64_t min, int64_t max) {
   return *value;
 }
 
-std::optional<int64_t> parse_int(std::string_view text, int64_t min, int64_t max) {
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) return std::nullopt;
-  return value;
-}
-
 std::chrono::milliseconds env_seconds(const char* name, std::chrono::milliseconds fallback, double max_seconds) {
   auto text = get(name);
   if (!text) return fallback;
@@ -104,9 +69,7 @@ std::chrono::milliseconds env_seconds(const char* name, std::chrono::millisecond
 bool env_bool(const char* name, bool fallback) {
   auto text = get(name);
   if (!text) return fallback;
-  std::string value = lower(*text);
-  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
-  if (value == "0" || value == "false" || value == "no" || value == "off") return false;
+  if (auto value = parse_bool(*text)) return *value;
   bad_value(name, *text, "one of 1, 0, true, false, yes, no, on, off");
 }
 
@@ -129,74 +92,15 @@ std::optional<std::pair<int, int>> env_rank_and_count(const char* name, const ch
   return std::pair<int, int>(static_cast<int>(*rank), static_cast<int>(*count));
 }
 
-const std::vector<VariableDoc>& variables() {
-  static const std::vector<VariableDoc> docs = {
-      {"CHORUS_TRANSPORT", "auto",
-       "transport: auto, shm (native shared memory, ranks of one host), tcp (chorus' own sockets transport), "
-       "ofi (libfabric), verbs (RC mesh over rdma-core) or inproc (threads only, for tests); auto picks shm when "
-       "all ranks share a host (unless CHORUS_OFI_PROVIDER is set), verbs when ranks span hosts and an active "
-       "RDMA port exists, ofi when CHORUS_OFI_PROVIDER is set, else tcp"},
-      {"CHORUS_OFI_PROVIDER", "auto",
-       "libfabric provider, e.g. shm, tcp;ofi_rxm, verbs;ofi_rxm, efa (auto: shm if all ranks share a host, "
-       "else tcp;ofi_rxm); setting it selects libfabric"},
-      {"CHORUS_TCP_IFACE", "auto",
-       "tcp transport: interface name (e.g. eth0, lo) or IP address to listen on (auto: the address that reaches "
-       "the bootstrap store; loopback when all ranks share a host)"},
-      {"CHORUS_TCP_STREAMS", "1", "tcp transport: connections per pair of ranks; reads of 512K and more are split "
-       "across them (1..16)"},
-      {"CHORUS_TCP_SOCKET_BUFFER", "0",
-       "tcp transport: SO_SNDBUF/SO_RCVBUF bytes per connection; 0 keeps the kernel's autotuning (0..1G)"},
-      {"CHORUS_TEST_OFI_STALL", "unset",
-       "test hook, RANK:N: on RANK the N-th libfabric data-path call spins forever, as on a lock a dead peer holds"},
-      {"CHORUS_BIND", "none",
-       "placement: none (default: chorus binds nothing, a launcher's binding is kept, as NCCL, Gloo and torch), nic "
-       "(one core each, near the NIC first), core (one core each, in order), or auto (keep a launcher's binding; "
-       "none when local ranks outnumber cores; nic for up to 2 local ranks; the package of that core beyond)"},
-      {"CHORUS_REPORT_BINDINGS", "0", "1: every rank prints its host, rank, cpuset, NIC and completion vector"},
-      {"CHORUS_TOPOLOGY_XML", "unset",
-       "hwloc XML export of this machine (lstopo --of xml) used instead of discovering the topology"},
-      {"CHORUS_TIMEOUT", "300", "seconds any single wait may take before it fails with CHORUS_ERR_TIMEOUT"},
-      {"CHORUS_EAGER_LIMIT", "16K", "messages up to this size are sent eagerly; larger ones use rendezvous RDMA READ"},
-      {"CHORUS_RDV_CHUNK", "1M", "size of each RDMA READ a rendezvous receive issues"},
-      {"CHORUS_RDV_READS", "4", "RDMA READs in flight per rendezvous receive (1..64)"},
-      {"CHORUS_BOARD_BYTES", "1K",
-       "allreduce, broadcast, reduce and barrier of up to this many bytes run on the shared-memory board (no "
-       "messages) where every rank of the communicator maps the others' memory (the shm transport); 0: never "
-       "(0..2K)"},
-      {"CHORUS_REG_CACHE_BYTES", "1G", "upper bound on bytes kept registered by the registration cache"},
-      {"CHORUS_LEAVE_PINNED", "0",
-       "1: keep registrations of application buffers cached on pinning transports (verbs) too, like Open MPI's "
-       "mpi_leave_pinned; only safe if the application never frees a buffer it passed to chorus while the "
-       "communicator lives"},
-      {"CHORUS_CHECK_CALLS", "0",
-       "1: before every collective the ranks compare their calls (collective, count, datatype, op, root, "
-       "algorithm) and all fail naming who differs; costs one small allgather per call (for debugging)"},
-      {"CHORUS_SPIN_US", "50", "microseconds to busy-poll before blocking on the transport (0..1000000)"},
-      {"CHORUS_PROGRESS", "thread",
-       "thread: a progress thread advances non-blocking operations while the application computes; caller: only "
-       "inside chorus calls (docs/nonblocking.md)"},
-      {"CHORUS_ALGO_<OP>", "auto",
-       "force an algorithm for one collective, e.g. CHORUS_ALGO_ALLREDUCE=ring (chorus_info lists the names)"},
-      {"CHORUS_LOG_LEVEL", "warn", "error, warn, info or debug"},
-      {"CHORUS_RANK", "(set by chorusrun)", "this process' rank in the job"},
-      {"CHORUS_SIZE", "(set by chorusrun)", "the number of ranks in the job"},
-      {"CHORUS_LOCAL_RANK", "(set by chorusrun)", "this process' rank among the job's processes on this host"},
-      {"CHORUS_LOCAL_SIZE", "(set by chorusrun)", "the number of the job's processes on this host"},
-      {"CHORUS_STORE_ADDR", "(set by chorusrun)", "host:port of the bootstrap key/value store"},
-      {"CHORUS_JOB_SECRET", "(set by chorusrun)", "secret every store connection must present"},
-      {"CHORUS_JOB_ID", "(set by chorusrun)", "names the job's keys in the store"},
-      {"CHORUS_RSH", "ssh", "chorusrun: the command that starts remote ranks (as --rsh)"},
-  };
-  return docs;
-}
+std::span<const VariableDoc> variables() { return kVariables; }
 
 std::vector<VariableTable>& registered_tables() {
   static std::vector<VariableTable> tables;  // built by static initialisers: a function-local static
   return tables;
 }
 
-bool register_variables(const char* heading, const std::vector<VariableDoc>& (*list)()) {
-  registered_tables().push_back(VariableTable{heading, list});
+bool register_variables(const char* heading, std::span<const VariableDoc> variables) {
+  registered_tables().push_back(VariableTable{heading, variables});
   return true;
 }
 
@@ -224,7 +128,7 @@ std::vector<std::string> known_names() {
     if (std::string_view(variable.name).find('<') == std::string_view::npos) names.emplace_back(variable.name);
   }
   for (const auto& table : registered_tables()) {
-    for (const auto& variable : table.list()) names.emplace_back(variable.name);
+    for (const auto& variable : table.variables) names.emplace_back(variable.name);
   }
   for (int i = 0; i < kNumCollectives; ++i) names.push_back(algorithm_variable(static_cast<Collective>(i)));
   return names;
@@ -318,7 +222,8 @@ Settings Settings::from_env() {
     s.topology_xml = *xml;
   }
   // The logger reads it on its own (it must work before this runs); a bad value still stops init.
-  env_choice("CHORUS_LOG_LEVEL", "warn", {"error", "warn", "info", "debug"});
+  env_choice("CHORUS_LOG_LEVEL", std::string(default_text(kVariables, "CHORUS_LOG_LEVEL")),
+             {"error", "warn", "info", "debug"});
   return s;
 }
 

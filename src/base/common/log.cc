@@ -1,9 +1,13 @@
 #include "common/log.hpp"
 
+#include "common/config.hpp"
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string_view>
 #include <unistd.h>
 
 namespace chorus::log {
@@ -11,16 +15,23 @@ namespace chorus::log {
 namespace {
 std::atomic<int> g_rank{-1};
 
+std::optional<Level> level_named(std::string_view name) {
+  if (name == "error") return Level::error;
+  if (name == "warn") return Level::warn;
+  if (name == "info") return Level::info;
+  if (name == "debug") return Level::debug;
+  return std::nullopt;
+}
+
 Level parse_level() {
+  constexpr std::string_view kDefault = config::default_text(config::kVariables, "CHORUS_LOG_LEVEL");
   const char* text = std::getenv("CHORUS_LOG_LEVEL");
-  if (text == nullptr || *text == '\0') return Level::warn;
-  if (std::strcmp(text, "error") == 0) return Level::error;
-  if (std::strcmp(text, "warn") == 0) return Level::warn;
-  if (std::strcmp(text, "info") == 0) return Level::info;
-  if (std::strcmp(text, "debug") == 0) return Level::debug;
+  if (text == nullptr || *text == '\0') return *level_named(kDefault);
+  if (auto level = level_named(text)) return *level;
   // Logging must work before config validation runs, so say it here once.
-  std::fprintf(stderr, "chorus: CHORUS_LOG_LEVEL=\"%s\" is not one of error, warn, info, debug; using warn\n", text);
-  return Level::warn;
+  std::fprintf(stderr, "chorus: CHORUS_LOG_LEVEL=\"%s\" is not one of error, warn, info, debug; using %.*s\n", text,
+               static_cast<int>(kDefault.size()), kDefault.data());
+  return *level_named(kDefault);
 }
 }  // namespace
 

@@ -3,6 +3,7 @@
 #include "api/block_collectives.hpp"
 #include "api/capi_internal.hpp"
 #include "api/communicator_impl.hpp"
+#include "api/user_tag.hpp"
 #include "common/error.hpp"
 
 #include <chorus/chorus.h>
@@ -252,7 +253,7 @@ chorus_status_t chorus_send(chorus_comm_t comm, const void* buf, size_t bytes, i
 chorus_status_t chorus_recv(chorus_comm_t comm, void* buf, size_t bytes, int peer, int tag) {
   return guard([&] {
     if (peer < 0) chorus::fail(chorus::Status::invalid_argument, "chorus_recv: peer ", peer, " is not a rank");
-    if (tag < 0) chorus::fail(chorus::Status::invalid_argument, "chorus_recv: tag ", tag, " outside 0..2147483647");
+    chorus::check_user_tag("chorus_recv", tag, false);  // the C API's blocking receive has no wildcard
     impl_of(comm).recv(buf, bytes, peer, tag);
   });
 }

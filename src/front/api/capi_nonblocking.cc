@@ -2,6 +2,7 @@
 // it out as a chorus_request_t; wait, test and their any/all variants.
 #include "api/capi_internal.hpp"
 #include "api/communicator_impl.hpp"
+#include "api/wait_any_of.hpp"
 #include "common/error.hpp"
 
 #include <chorus/chorus.h>
@@ -203,36 +204,15 @@ chorus_status_t chorus_waitany(size_t count, chorus_request_t requests[], size_t
     if (index == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_waitany: null index pointer");
     *index = count;
     fill(received, chorus::Received{});
-    // The C++ wait_any over the active requests, moved out and back.
-    std::vector<size_t> positions;
-    std::vector<chorus::Request> active;
-    for (size_t i = 0; i < count; ++i) {
-      if (requests[i] == nullptr) continue;
-      positions.push_back(i);
-      active.push_back(std::move(requests[i]->request));
-    }
-    if (active.empty()) return;
-    auto put_back = [&] {
-      for (size_t k = 0; k < active.size(); ++k) requests[positions[k]]->request = std::move(active[k]);
-    };
-    size_t done = active.size();
-    try {
-      done = chorus::wait_any(active);
-    } catch (...) {
-      // The request that failed is the one wait_any emptied.
-      for (size_t k = 0; k < active.size(); ++k) {
-        if (!active[k].active()) done = k;
-      }
-      put_back();
-      if (done < active.size()) {
-        *index = positions[done];
-        release(requests[positions[done]], received, false);
-      }
-      throw;
-    }
-    put_back();
-    *index = positions[done];
-    release(requests[positions[done]], received, true);
+    const auto done = chorus::wait_any_of(
+        count, [&](size_t i) { return requests[i] == nullptr ? nullptr : &requests[i]->request; },
+        [&](size_t i) {
+          *index = i;
+          release(requests[i], received, false);
+        });
+    if (!done) return;
+    *index = *done;
+    release(requests[*done], received, true);
   });
 }
 

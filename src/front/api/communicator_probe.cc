@@ -2,6 +2,7 @@
 // looks at its unexpected queue without taking the message, so the receive
 // that follows gets exactly the message probed (same source and tag).
 #include "api/communicator_impl.hpp"
+#include "api/user_tag.hpp"
 
 #include "common/error.hpp"
 
@@ -11,7 +12,7 @@ namespace chorus {
 
 std::optional<Received> CommunicatorImpl::probe_once(const char* what, int peer, int tag) {
   check_usable();
-  check_user_tag(what, tag, true);
+  chorus::check_user_tag(what, tag, true);
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, what);
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
   std::optional<p2p::Completion> found;

@@ -6,9 +6,10 @@
 // Reductions run on chorus' collectives (and their fast algorithms) when
 // chorus has the op and type (SUM/PROD/MIN/MAX on integers, float, double);
 // anything else (user ops, logical/bitwise ops, long double, complex,
-// value-index pairs) is reduced to rank 0 in rank order (op.cc) and then
-// broadcast or scattered (chorus' broadcast, scatterv).
-#include "mpi/internal.hpp"
+// value-index pairs) takes the one strategy the non-blocking calls take:
+// every rank's contribution gathered, then combined in rank order
+// (requests.hpp, "Reductions chorus lacks"), started and waited for here.
+#include "mpi/requests.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -20,50 +21,54 @@ namespace {
 
 constexpr auto kBytes = chorus::DataType::uint8;
 
-// Sends rank 0's packed blocks (bytes[r] long, one after another) to their
-// ranks with chorus' scatterv; returns this rank's block.
-Bytes scatter_from_rank0(const Comm& comm, const Bytes& all, const std::vector<size_t>& bytes) {
-  Bytes block(bytes[static_cast<size_t>(comm.rank)]);
-  comm.chorus.scatterv(all.data(), bytes, {}, block.data(), block.size(), kBytes, 0);
-  return block;
-}
-
-// Reduces `count` elements of every rank to a packed result on rank 0.
-Bytes reduce_packed_to_rank0(const Comm& comm, const void* send, size_t count, const Datatype& type, MPI_Op op) {
-  if (auto fast = fast_path(op, type)) {
-    Bytes packed = pack_copy(send, count, type);
-    comm.chorus.reduce(packed.data(), packed.data(), count * fast->count, fast->dtype, fast->op, 0);
-    if (comm.rank != 0) return {};
-    return packed;
-  }
-  return reduce_to_rank0(comm, send, count, type, op);
-}
-
 // MPI_Reduce_scatter_block; `send` holds size * count elements (in place:
 // recvbuf, with the result written to its start).
 void reduce_scatter_block(const Comm& comm, const void* send, void* recv, size_t count, const Datatype& type,
                           MPI_Op op) {
   const size_t total = count * static_cast<size_t>(comm.size);
   const bool in_place = send == recv;
-  if (auto fast = fast_path(op, type)) {
-    const size_t n = count * fast->count;
-    if (type.contiguous()) {
-      // chorus lets the receive buffer alias block `rank` of the send buffer.
-      void* own = in_place ? element(recv, static_cast<size_t>(comm.rank) * count, type) : recv;
-      comm.chorus.reduce_scatter(send, own, n, fast->dtype, fast->op);
-      if (own != recv) std::memmove(recv, own, packed_bytes(count, type));
-      return;
-    }
-    Bytes packed = pack_copy(send, total, type);
-    Bytes result(packed_bytes(count, type));
-    comm.chorus.reduce_scatter(packed.data(), result.data(), n, fast->dtype, fast->op);
-    unpack(result.data(), count, type, recv);
+  auto fast = fast_path(op, type);
+  if (!fast) {
+    return run_to_completion(comm.handle, [&](chorus_mpi_request& r) {
+      start_gathered_reduce_scatter(comm, r, send, count, type, op, recv);
+    });
+  }
+  const size_t n = count * fast->count;
+  if (type.contiguous()) {
+    // chorus lets the receive buffer alias block `rank` of the send buffer.
+    void* own = in_place ? element(recv, static_cast<size_t>(comm.rank) * count, type) : recv;
+    comm.chorus.reduce_scatter(send, own, n, fast->dtype, fast->op);
+    if (own != recv) std::memmove(recv, own, packed_bytes(count, type));
     return;
   }
-  Bytes reduced = reduce_to_rank0(comm, send, total, type, op);
-  const std::vector<size_t> bytes(static_cast<size_t>(comm.size), packed_bytes(count, type));
-  Bytes mine = scatter_from_rank0(comm, reduced, bytes);
-  unpack(mine.data(), count, type, recv);
+  Bytes packed = pack_copy(send, total, type);
+  Bytes result(packed_bytes(count, type));
+  comm.chorus.reduce_scatter(packed.data(), result.data(), n, fast->dtype, fast->op);
+  unpack(result.data(), count, type, recv);
+}
+
+// MPI_Reduce_scatter with uneven blocks and an op chorus lacks: the same
+// strategy with alltoallv (no non-blocking form needs it): every rank's
+// contribution to this rank's block arrives here, combined in rank order.
+void gathered_reduce_scatter_v(const Comm& comm, const void* send, const std::vector<size_t>& counts,
+                               const Datatype& type, MPI_Op op, void* recv) {
+  const size_t ranks = counts.size();
+  const size_t mine = counts[static_cast<size_t>(comm.rank)];
+  std::vector<size_t> send_bytes(ranks), send_displs(ranks), recv_bytes(ranks, packed_bytes(mine, type)),
+      recv_displs(ranks);
+  size_t total = 0;
+  for (size_t r = 0; r < ranks; ++r) {
+    send_displs[r] = packed_bytes(total, type);
+    send_bytes[r] = packed_bytes(counts[r], type);
+    recv_displs[r] = r * recv_bytes[r];
+    total += counts[r];
+  }
+  Bytes packed = pack_copy(send, total, type);
+  Bytes blocks(recv_bytes[0] * ranks);
+  comm.chorus.alltoallv(packed.data(), send_bytes, send_displs, blocks.data(), recv_bytes, recv_displs, kBytes);
+  if (mine == 0) return;
+  Bytes result = combine_in_rank_order(blocks, comm.size, mine, type, op);
+  unpack(result.data(), mine, type, recv);
 }
 
 }  // namespace
@@ -79,7 +84,15 @@ Reduction reduction(const Comm& comm, const void* sendbuf, void* recvbuf, int co
   const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
   check_buffer(send, n, "sendbuf");
   if (receives) check_buffer(recvbuf, n, "recvbuf");
-  return Reduction{n, type, send, receives};
+  return Reduction{n, type, op, send, recvbuf, receives, fast_path(op, type)};
+}
+
+Broadcast broadcast_args(const Comm& comm, const void* buffer, int count, MPI_Datatype datatype, int root) {
+  const size_t n = use_count(count, "count");
+  const Datatype& type = use_type(datatype, "datatype");
+  check_root(root, comm);
+  check_buffer(buffer, n, "buffer");
+  return Broadcast{n, type, packed_bytes(n, type)};
 }
 
 BlockExchange block_exchange(const Comm& comm, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
@@ -114,38 +127,26 @@ int MPI_Barrier(MPI_Comm comm) {
 int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
   return call("MPI_Bcast", comm, [&] {
     Comm c = use_comm(comm);
-    const size_t n = use_count(count, "count");
-    const Datatype& type = use_type(datatype, "datatype");
-    check_root(root, c);
-    check_buffer(buffer, n, "buffer");
-    const size_t bytes = packed_bytes(n, type);
-    if (bytes == 0) return;
-    if (type.contiguous()) return c.chorus.broadcast(buffer, bytes, kBytes, root);
-    Bytes packed(bytes);
-    if (c.rank == root) pack(buffer, n, type, packed.data());
-    c.chorus.broadcast(packed.data(), bytes, kBytes, root);
-    if (c.rank != root) unpack(packed.data(), n, type, buffer);
+    const Broadcast b = broadcast_args(c, buffer, count, datatype, root);
+    if (b.bytes == 0) return;
+    if (b.type.contiguous()) return c.chorus.broadcast(buffer, b.bytes, kBytes, root);
+    Bytes packed(b.bytes);
+    if (c.rank == root) pack(buffer, b.count, b.type, packed.data());
+    c.chorus.broadcast(packed.data(), b.bytes, kBytes, root);
+    if (c.rank != root) unpack(packed.data(), b.count, b.type, buffer);
   });
 }
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   return call("MPI_Allreduce", comm, [&] {
     Comm c = use_comm(comm);
-    const Reduction args = reduction(c, sendbuf, recvbuf, count, datatype, op, std::nullopt);
-    const size_t n = args.count;
-    const Datatype& type = args.type;
-    const void* send = args.send;
-    if (packed_bytes(n, type) == 0) return;
-    if (auto fast = fast_path(op, type)) {
-      if (type.contiguous()) return c.chorus.allreduce(send, recvbuf, n * fast->count, fast->dtype, fast->op);
-      Bytes packed = pack_copy(send, n, type);
-      c.chorus.allreduce(packed.data(), packed.data(), n * fast->count, fast->dtype, fast->op);
-      return unpack(packed.data(), n, type, recvbuf);
-    }
-    Bytes result = reduce_to_rank0(c, send, n, type, op);
-    result.resize(packed_bytes(n, type));
-    c.chorus.broadcast(result.data(), result.size(), kBytes, 0);
-    unpack(result.data(), n, type, recvbuf);
+    const Reduction a = reduction(c, sendbuf, recvbuf, count, datatype, op, std::nullopt);
+    if (a.empty()) return;
+    if (!a.fast) return run_to_completion(comm, [&](chorus_mpi_request& r) { start_gathered_reduction(c, r, a); });
+    if (a.type.contiguous()) return c.chorus.allreduce(a.send, recvbuf, a.chorus_count(), a.fast->dtype, a.fast->op);
+    Bytes packed = pack_copy(a.send, a.count, a.type);
+    c.chorus.allreduce(packed.data(), packed.data(), a.chorus_count(), a.fast->dtype, a.fast->op);
+    unpack(packed.data(), a.count, a.type, recvbuf);
   });
 }
 
@@ -153,29 +154,15 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datat
                MPI_Comm comm) {
   return call("MPI_Reduce", comm, [&] {
     Comm c = use_comm(comm);
-    const Reduction args = reduction(c, sendbuf, recvbuf, count, datatype, op, root);
-    const size_t n = args.count;
-    const Datatype& type = args.type;
-    const void* send = args.send;
-    const bool is_root = args.receives;
-    if (packed_bytes(n, type) == 0) return;
-    auto fast = fast_path(op, type);
-    if (fast && type.contiguous()) {
-      return c.chorus.reduce(send, is_root ? recvbuf : nullptr, n * fast->count, fast->dtype, fast->op, root);
+    const Reduction a = reduction(c, sendbuf, recvbuf, count, datatype, op, root);
+    if (a.empty()) return;
+    if (!a.fast) return run_to_completion(comm, [&](chorus_mpi_request& r) { start_gathered_reduction(c, r, a); });
+    if (a.type.contiguous()) {
+      return c.chorus.reduce(a.send, a.receives ? recvbuf : nullptr, a.chorus_count(), a.fast->dtype, a.fast->op, root);
     }
-    if (fast) {
-      Bytes packed = pack_copy(send, n, type);
-      c.chorus.reduce(packed.data(), packed.data(), n * fast->count, fast->dtype, fast->op, root);
-      if (is_root) unpack(packed.data(), n, type, recvbuf);
-      return;
-    }
-    Bytes result = reduce_to_rank0(c, send, n, type, op);
-    if (root != 0 && c.rank == 0) c.internal.send(result.data(), result.size(), root, kTagForward);
-    if (root != 0 && is_root) {
-      result.resize(packed_bytes(n, type));
-      recv_exact(c.internal, result.data(), result.size(), 0, kTagForward);
-    }
-    if (is_root) unpack(result.data(), n, type, recvbuf);
+    Bytes packed = pack_copy(a.send, a.count, a.type);
+    c.chorus.reduce(packed.data(), packed.data(), a.chorus_count(), a.fast->dtype, a.fast->op, root);
+    if (a.receives) unpack(packed.data(), a.count, a.type, recvbuf);
   });
 }
 
@@ -251,11 +238,15 @@ int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[
     if (std::all_of(counts.begin(), counts.end(), [&](size_t n) { return n == counts[0]; })) {
       return reduce_scatter_block(c, send, recvbuf, counts[0], type, op);
     }
-    // Uneven blocks: reduce everything to rank 0, then send each rank its block.
-    Bytes reduced = reduce_packed_to_rank0(c, send, total, type, op);
+    auto fast = fast_path(op, type);
+    if (!fast) return gathered_reduce_scatter_v(c, send, counts, type, op, recvbuf);
+    // Uneven blocks: chorus' reduce of everything to rank 0, then each rank's block (chorus' scatterv).
+    Bytes reduced = pack_copy(send, total, type);
+    c.chorus.reduce(reduced.data(), reduced.data(), total * fast->count, fast->dtype, fast->op, 0);
     std::vector<size_t> bytes(counts.size());
     for (size_t r = 0; r < counts.size(); ++r) bytes[r] = packed_bytes(counts[r], type);
-    Bytes block = scatter_from_rank0(c, reduced, bytes);
+    Bytes block(bytes[static_cast<size_t>(c.rank)]);
+    c.chorus.scatterv(reduced.data(), bytes, {}, block.data(), block.size(), kBytes, 0);
     unpack(block.data(), mine, type, recvbuf);
   });
 }

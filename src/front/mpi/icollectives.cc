@@ -1,6 +1,8 @@
 // Non-blocking collectives: MPI_Ibarrier, MPI_Ibcast, MPI_Ireduce,
 // MPI_Iallreduce, MPI_Iallgather, MPI_Ialltoall, MPI_Ireduce_scatter_block,
-// on chorus' i-calls.
+// on chorus' i-calls; and the one strategy for reductions chorus'
+// collectives cannot compute, which the blocking calls use too
+// (requests.hpp, "Reductions chorus lacks").
 //
 // Contiguous data is the user's buffer itself; derived datatypes are packed
 // into the request's staging buffer when the call starts and unpacked when
@@ -28,37 +30,21 @@ void unpack_when_complete(chorus_mpi_request& request, size_t count, const Datat
   };
 }
 
-// x0 op (x1 op (... op x[size-1])) of the `size` packed blocks of `count`
-// elements in `blocks` (block r is rank r's).
-Bytes combine_in_rank_order(const Bytes& blocks, int size, size_t count, const Datatype& type, MPI_Op op) {
-  const size_t block = packed_bytes(count, type);
-  Bytes result(blocks.end() - static_cast<std::ptrdiff_t>(block), blocks.end());
-  for (int r = size - 2; r >= 0; --r) {
-    reduce_local(op, type, blocks.data() + static_cast<size_t>(r) * block, result.data(), count);
-  }
-  return result;
-}
-
 // When the request completes: combines the blocks staged in it and unpacks
-// the result into `recv`.
+// the result into `recv`. A user function gets the datatype handle the call
+// was given where that outlives the request (a blocking call's); a
+// non-blocking request keeps a copy of the type, which may be freed
+// (MPI_Type_free) before the request completes, and passes that.
 void combine_when_complete(chorus_mpi_request& request, int size, size_t count, const Datatype& type, MPI_Op op,
                            void* recv) {
-  request.finish = [staged = &request, size, count, type, op, recv](const chorus::Received&) {
-    Bytes result = combine_in_rank_order(staged->recv_staging, size, count, type, op);
-    unpack(result.data(), count, type, recv);
+  std::optional<Datatype> copy;
+  if (!request.blocking) copy.emplace(type);
+  request.finish = [staged = &request, size, count, original = &type, copy = std::move(copy), op,
+                    recv](const chorus::Received&) {
+    const Datatype& t = copy ? *copy : *original;
+    Bytes result = combine_in_rank_order(staged->recv_staging, size, count, t, op);
+    unpack(result.data(), count, t, recv);
   };
-}
-
-// The general reduction: gathers every rank's packed `send` and, when the
-// request completes, combines them and unpacks into `recv` (if `deliver`).
-void start_gathered_reduction(const Comm& c, chorus_mpi_request& request, const void* send, size_t count,
-                              const Datatype& type, MPI_Op op, void* recv, bool deliver) {
-  const size_t block = packed_bytes(count, type);
-  request.recv_staging.resize(block * static_cast<size_t>(c.size));
-  std::byte* own = request.recv_staging.data() + static_cast<size_t>(c.rank) * block;
-  pack(send, count, type, own);
-  if (deliver) combine_when_complete(request, c.size, count, type, op, recv);
-  request.operation = c.chorus.iallgather(own, request.recv_staging.data(), block, kBytes);
 }
 
 // Runs an I-collective's body, which starts the operation in the request.
@@ -75,6 +61,25 @@ int start(const char* function, MPI_Comm comm, MPI_Request* request, Body&& body
 
 }  // namespace
 
+void start_gathered_reduction(const Comm& c, chorus_mpi_request& request, const Reduction& a) {
+  const size_t block = packed_bytes(a.count, a.type);
+  request.recv_staging.resize(block * static_cast<size_t>(c.size));
+  std::byte* own = request.recv_staging.data() + static_cast<size_t>(c.rank) * block;
+  pack(a.send, a.count, a.type, own);
+  if (a.receives) combine_when_complete(request, c.size, a.count, a.type, a.op, a.recv);
+  request.operation = c.chorus.iallgather(own, request.recv_staging.data(), block, kBytes);
+}
+
+void start_gathered_reduce_scatter(const Comm& c, chorus_mpi_request& request, const void* send, size_t count,
+                                   const Datatype& type, MPI_Op op, void* recv) {
+  const size_t block = packed_bytes(count, type);
+  request.send_staging = pack_copy(send, count * static_cast<size_t>(c.size), type);  // in place: read before written
+  // Every rank's block for this rank arrives here; combined at completion.
+  request.recv_staging.resize(block * static_cast<size_t>(c.size));
+  combine_when_complete(request, c.size, count, type, op, recv);
+  request.operation = c.chorus.ialltoall(request.send_staging.data(), request.recv_staging.data(), block, kBytes);
+}
+
 }  // namespace chorus::mpi
 
 using namespace chorus::mpi;
@@ -88,66 +93,54 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
 
 int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request* request) {
   return start("MPI_Ibcast", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
-    const size_t n = use_count(count, "count");
-    const Datatype& type = use_type(datatype, "datatype");
-    check_root(root, c);
-    check_buffer(buffer, n, "buffer");
-    const size_t bytes = packed_bytes(n, type);
-    if (bytes == 0) return;
-    if (type.contiguous()) {
-      r.operation = c.chorus.ibroadcast(buffer, bytes, kBytes, root);
+    const Broadcast b = broadcast_args(c, buffer, count, datatype, root);
+    if (b.bytes == 0) return;
+    if (b.type.contiguous()) {
+      r.operation = c.chorus.ibroadcast(buffer, b.bytes, kBytes, root);
       return;
     }
-    r.recv_staging.resize(bytes);
+    r.recv_staging.resize(b.bytes);
     if (c.rank == root) {
-      pack(buffer, n, type, r.recv_staging.data());
+      pack(buffer, b.count, b.type, r.recv_staging.data());
     } else {
-      unpack_when_complete(r, n, type, buffer);
+      unpack_when_complete(r, b.count, b.type, buffer);
     }
-    r.operation = c.chorus.ibroadcast(r.recv_staging.data(), bytes, kBytes, root);
+    r.operation = c.chorus.ibroadcast(r.recv_staging.data(), b.bytes, kBytes, root);
   });
 }
 
 int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                    MPI_Request* request) {
   return start("MPI_Iallreduce", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
-    const Reduction args = reduction(c, sendbuf, recvbuf, count, datatype, op, std::nullopt);
-    const size_t n = args.count;
-    const Datatype& type = args.type;
-    const void* send = args.send;
-    if (packed_bytes(n, type) == 0) return;
-    auto fast = fast_path(op, type);
-    if (!fast) return start_gathered_reduction(c, r, send, n, type, op, recvbuf, true);
-    if (type.contiguous()) {
-      r.operation = c.chorus.iallreduce(send, recvbuf, n * fast->count, fast->dtype, fast->op);
+    const Reduction a = reduction(c, sendbuf, recvbuf, count, datatype, op, std::nullopt);
+    if (a.empty()) return;
+    if (!a.fast) return start_gathered_reduction(c, r, a);
+    if (a.type.contiguous()) {
+      r.operation = c.chorus.iallreduce(a.send, recvbuf, a.chorus_count(), a.fast->dtype, a.fast->op);
       return;
     }
-    r.recv_staging = pack_copy(send, n, type);
-    unpack_when_complete(r, n, type, recvbuf);
-    r.operation = c.chorus.iallreduce(r.recv_staging.data(), r.recv_staging.data(), n * fast->count, fast->dtype,
-                                      fast->op);
+    r.recv_staging = pack_copy(a.send, a.count, a.type);
+    unpack_when_complete(r, a.count, a.type, recvbuf);
+    r.operation = c.chorus.iallreduce(r.recv_staging.data(), r.recv_staging.data(), a.chorus_count(), a.fast->dtype,
+                                      a.fast->op);
   });
 }
 
 int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
                 MPI_Comm comm, MPI_Request* request) {
   return start("MPI_Ireduce", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
-    const Reduction args = reduction(c, sendbuf, recvbuf, count, datatype, op, root);
-    const size_t n = args.count;
-    const Datatype& type = args.type;
-    const void* send = args.send;
-    const bool is_root = args.receives;
-    if (packed_bytes(n, type) == 0) return;
-    auto fast = fast_path(op, type);
-    if (!fast) return start_gathered_reduction(c, r, send, n, type, op, recvbuf, is_root);
-    if (type.contiguous()) {
-      r.operation = c.chorus.ireduce(send, is_root ? recvbuf : nullptr, n * fast->count, fast->dtype, fast->op, root);
+    const Reduction a = reduction(c, sendbuf, recvbuf, count, datatype, op, root);
+    if (a.empty()) return;
+    if (!a.fast) return start_gathered_reduction(c, r, a);
+    if (a.type.contiguous()) {
+      r.operation =
+          c.chorus.ireduce(a.send, a.receives ? recvbuf : nullptr, a.chorus_count(), a.fast->dtype, a.fast->op, root);
       return;
     }
-    r.recv_staging = pack_copy(send, n, type);
-    if (is_root) unpack_when_complete(r, n, type, recvbuf);
-    r.operation = c.chorus.ireduce(r.recv_staging.data(), r.recv_staging.data(), n * fast->count, fast->dtype,
-                                   fast->op, root);
+    r.recv_staging = pack_copy(a.send, a.count, a.type);
+    if (a.receives) unpack_when_complete(r, a.count, a.type, recvbuf);
+    r.operation = c.chorus.ireduce(r.recv_staging.data(), r.recv_staging.data(), a.chorus_count(), a.fast->dtype,
+                                   a.fast->op, root);
   });
 }
 
@@ -206,7 +199,8 @@ int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
     const size_t block = packed_bytes(n, type);
     if (block == 0) return;
     auto fast = fast_path(op, type);
-    if (fast && type.contiguous()) {
+    if (!fast) return start_gathered_reduce_scatter(c, r, send, n, type, op, recvbuf);
+    if (type.contiguous()) {
       // chorus lets the receive buffer alias block `rank` of the send buffer;
       // in place, the result then moves to the start of recvbuf.
       void* own = send == recvbuf ? element(recvbuf, static_cast<size_t>(c.rank) * n, type) : recvbuf;
@@ -217,17 +211,10 @@ int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
       return;
     }
     r.send_staging = pack_copy(send, total, type);
-    if (fast) {
-      r.recv_staging.resize(block);
-      unpack_when_complete(r, n, type, recvbuf);
-      r.operation = c.chorus.ireduce_scatter(r.send_staging.data(), r.recv_staging.data(), n * fast->count,
-                                             fast->dtype, fast->op);
-      return;
-    }
-    // Every rank's block for this rank arrives here; combined at completion.
-    r.recv_staging.resize(block * static_cast<size_t>(c.size));
-    combine_when_complete(r, c.size, n, type, op, recvbuf);
-    r.operation = c.chorus.ialltoall(r.send_staging.data(), r.recv_staging.data(), block, kBytes);
+    r.recv_staging.resize(block);
+    unpack_when_complete(r, n, type, recvbuf);
+    r.operation = c.chorus.ireduce_scatter(r.send_staging.data(), r.recv_staging.data(), n * fast->count,
+                                           fast->dtype, fast->op);
   });
 }
 

@@ -180,9 +180,10 @@ void check_root(int root, const Comm& comm);                    // MPI_ERR_ROOT
 void check_buffer(const void* buffer, size_t count, const char* role);  // MPI_ERR_BUFFER
 
 // Tags of the point-to-point messages collectives exchange on Comm::internal.
-// (Gather, scatter and allgatherv are chorus' own collectives; what is left
-// here serves the ops chorus cannot reduce: op.cc, scan.cc, MPI_Reduce.)
-enum InternalTag : int { kTagReduce = 1, kTagForward, kTagScan };
+// (Gather, scatter and allgatherv are chorus' own collectives, and so are
+// the gathers of the reductions chorus cannot compute; what is left here
+// serves scan.cc.)
+enum InternalTag : int { kTagScan = 3 };
 
 // Receives exactly `bytes` bytes from `peer`; another length means the ranks
 // passed different counts or datatypes.
@@ -216,6 +217,15 @@ struct PackedView {
 };
 PackedView packed_view(const void* buffer, size_t count, const Datatype& type);
 
+// The checked arguments of a broadcast, blocking or not: `count` elements
+// of `type` at the buffer, `bytes` of them packed.
+struct Broadcast {
+  size_t count;
+  const Datatype& type;
+  size_t bytes;
+};
+Broadcast broadcast_args(const Comm& comm, const void* buffer, int count, MPI_Datatype datatype, int root);
+
 // The checked arguments of an allgather or alltoall, blocking or not: the
 // receive side and, unless in place, the send buffer packed (`send_blocks`
 // blocks: 1 for allgather, size for alltoall), each block the same number
@@ -231,17 +241,6 @@ struct BlockExchange {
 BlockExchange block_exchange(const Comm& comm, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                              const void* recvbuf, int recvcount, MPI_Datatype recvtype, size_t send_blocks);
 
-// The checked arguments of an allreduce (no root) or a reduce to `root`:
-// the send data (recvbuf when MPI_IN_PLACE, which reduce allows at the root
-// only) and whether this rank receives the result.
-struct Reduction {
-  size_t count;
-  const Datatype& type;
-  const void* send;
-  bool receives;
-};
-Reduction reduction(const Comm& comm, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                    std::optional<int> root);
 
 // ---- reductions ------------------------------------------------------------
 
@@ -260,10 +259,30 @@ struct FastPath {
 };
 std::optional<FastPath> fast_path(MPI_Op op, const Datatype& type);
 
-// Binomial-tree reduction to rank 0 that combines in rank order, for what
-// chorus' collectives cannot compute (user ops, logical/bitwise ops, long
-// double, complex, value-index pairs). Returns the packed result on rank 0,
-// an empty buffer elsewhere.
-Bytes reduce_to_rank0(const Comm& comm, const void* send, size_t count, const Datatype& type, MPI_Op op);
+// The checked arguments of an allreduce (no root) or a reduce to `root`,
+// blocking or not: the send data (recvbuf when MPI_IN_PLACE, which reduce
+// allows at the root only), where the result goes and whether this rank
+// receives it, and how chorus computes the op (fast) if it can.
+struct Reduction {
+  size_t count;
+  const Datatype& type;
+  MPI_Op op;
+  const void* send;
+  void* recv;
+  bool receives;
+  std::optional<FastPath> fast;
+
+  bool empty() const { return packed_bytes(count, type) == 0; }
+  size_t chorus_count() const { return count * fast->count; }  // elements of fast->dtype
+};
+Reduction reduction(const Comm& comm, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                    std::optional<int> root);
+
+// x0 op (x1 op (... op x[size-1])) of the `size` packed blocks of `count`
+// elements in `blocks` (block r is rank r's contribution): how every
+// reduction chorus' collectives cannot compute (user ops, logical/bitwise
+// ops, long double, complex, value-index pairs) ends, blocking or not, once
+// the contributions are gathered (requests.hpp, "Reductions chorus lacks").
+Bytes combine_in_rank_order(const Bytes& blocks, int size, size_t count, const Datatype& type, MPI_Op op);
 
 }  // namespace chorus::mpi

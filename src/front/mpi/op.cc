@@ -1,7 +1,8 @@
 // Reduction operations: the predefined ops, user ops (MPI_Op_create), which
 // op applies to which type (MPI-3.1 5.9.2), the local reduction kernels, the
-// mapping onto chorus' own collectives, and the rank-ordered reduction used
-// when chorus cannot compute an op itself.
+// mapping onto chorus' own collectives, and the rank-ordered combination of
+// gathered contributions used when chorus cannot compute an op itself
+// (icollectives.cc starts those reductions, blocking or not).
 #include "mpi/internal.hpp"
 
 #include <algorithm>
@@ -211,27 +212,13 @@ std::optional<FastPath> fast_path(MPI_Op op, const Datatype& type) {
   return FastPath{*dtype, *chorus_op, type.basic_count};
 }
 
-Bytes reduce_to_rank0(const Comm& comm, const void* send, size_t count, const Datatype& type, MPI_Op op) {
-  // Binomial tree: at step `mask` a rank whose lowest set bit is `mask` sends
-  // what it holds (the reduction of ranks [rank, rank + mask)) to rank - mask
-  // and is done; the others receive that of [rank + mask, rank + 2 mask) and
-  // combine it on the right (acc op incoming), so every partial result is
-  // over consecutive ranks in rank order, as non-commutative ops need.
-  // log2(size) steps of count elements.
-  Bytes acc = pack_copy(send, count, type);
-  Bytes incoming(acc.size());
-  for (int mask = 1; mask < comm.size; mask <<= 1) {
-    if (comm.rank & mask) {
-      comm.internal.send(acc.data(), acc.size(), comm.rank - mask, kTagReduce);
-      return {};
-    }
-    if (comm.rank + mask < comm.size) {
-      recv_exact(comm.internal, incoming.data(), incoming.size(), comm.rank + mask, kTagReduce);
-      reduce_local(op, type, acc.data(), incoming.data(), count);  // incoming = acc op incoming
-      acc.swap(incoming);
-    }
+Bytes combine_in_rank_order(const Bytes& blocks, int size, size_t count, const Datatype& type, MPI_Op op) {
+  const size_t block = packed_bytes(count, type);
+  Bytes result(blocks.end() - static_cast<std::ptrdiff_t>(block), blocks.end());
+  for (int r = size - 2; r >= 0; --r) {
+    reduce_local(op, type, blocks.data() + static_cast<size_t>(r) * block, result.data(), count);  // x[r] op result
   }
-  return acc;
+  return result;
 }
 
 }  // namespace chorus::mpi

@@ -1,14 +1,13 @@
 // Blocking point-to-point: MPI_Send, MPI_Recv, MPI_Get_count, over chorus'
 // send/recv on the communicator (user tags 0..2^31-1, wildcards).
+#include "api/user_tag.hpp"
 #include "mpi/requests.hpp"
 
 #include <climits>
 
 namespace chorus::mpi {
 
-namespace {
-constexpr int kMaxTag = INT_MAX;  // chorus user tags: 0..2^31-1
-}  // namespace
+static_assert(kMaxUserTag == INT_MAX, "mpi.h promises tags up to 2^31-1 (MPI_TAG_UB)");
 
 // Shared with the non-blocking calls (requests.hpp).
 
@@ -20,8 +19,8 @@ void check_peer(int peer, const Comm& comm, bool wildcard_allowed) {
 }
 
 void check_tag(int tag, bool wildcard_allowed) {
-  if (wildcard_allowed && tag == MPI_ANY_TAG) return;
-  if (tag < 0) fail(MPI_ERR_TAG, "tag ", tag, " is negative");
+  static_assert(MPI_ANY_TAG == kAnyTag);
+  if (!is_user_tag(tag, wildcard_allowed)) fail(MPI_ERR_TAG, user_tag_problem(tag, wildcard_allowed, "MPI_ANY_TAG"));
 }
 
 void set_status(MPI_Status* status, int source, int tag, size_t bytes) {
@@ -48,7 +47,6 @@ int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int ta
     if (dest == MPI_PROC_NULL) return;
     check_peer(dest, c, false);
     check_buffer(buf, n, "buf");
-    static_assert(kMaxTag == 0x7fffffff);
     PackedView view = packed_view(buf, n, type);
     c.chorus.send(view.data, view.bytes, dest, tag);
   });

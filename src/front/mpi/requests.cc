@@ -1,6 +1,7 @@
 // MPI_Request: completion (MPI_Wait*, MPI_Test*), MPI_Request_free and the
 // requests freed before they completed. Starting operations is in
 // nonblocking.cc (point-to-point) and icollectives.cc.
+#include "api/wait_any_of.hpp"
 #include "mpi/requests.hpp"
 
 #include <algorithm>
@@ -98,41 +99,16 @@ void reap_detached() {
 
 // MPI_Waitany's work: the index completed, or MPI_UNDEFINED if none is active.
 int wait_any(int count, MPI_Request* requests, MPI_Status* status) {
-  // One whose operation has already finished (or never had one) first.
-  for (int i = 0; i < count; ++i) {
-    if (requests[i] != MPI_REQUEST_NULL && !requests[i]->operation.active()) {
-      complete(requests[i], status);
-      return i;
-    }
-  }
-  std::vector<int> positions;
-  std::vector<chorus::Request> active;
-  for (int i = 0; i < count; ++i) {
-    if (requests[i] == MPI_REQUEST_NULL) continue;
-    positions.push_back(i);
-    active.push_back(std::move(requests[i]->operation));
-  }
-  if (active.empty()) {
+  const auto done = chorus::wait_any_of(
+      static_cast<size_t>(count),
+      [&](size_t i) { return requests[i] == MPI_REQUEST_NULL ? nullptr : &requests[i]->operation; },
+      [&](size_t i) { release(requests[i]); });
+  if (!done) {
     set_empty_status(status);
     return MPI_UNDEFINED;
   }
-  auto put_back = [&] {
-    for (size_t k = 0; k < active.size(); ++k) requests[positions[k]]->operation = std::move(active[k]);
-  };
-  size_t done = active.size();
-  try {
-    done = chorus::wait_any(active);
-  } catch (...) {
-    put_back();
-    for (size_t k = 0; k < active.size(); ++k) {
-      // The request whose error this is: the one wait_any emptied.
-      if (!requests[positions[k]]->operation.active()) release(requests[positions[k]]);
-    }
-    throw;
-  }
-  put_back();
-  complete(requests[positions[done]], status);
-  return positions[done];
+  complete(requests[*done], status);
+  return static_cast<int>(*done);
 }
 
 // Tests every active request once; returns the indices that completed.

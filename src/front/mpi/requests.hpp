@@ -19,6 +19,7 @@ struct chorus_mpi_request {
   MPI_Comm comm;              // whose error handler reports its failure
   bool receive = false;       // the status reports what was received
   bool from_proc_null = false;
+  bool blocking = false;      // a blocking call's, never published: its arguments outlive it (run_to_completion)
   chorus::mpi::Bytes send_staging;
   chorus::mpi::Bytes recv_staging;
   std::function<void(const chorus::Received&)> finish;  // after success, before the status is filled
@@ -42,6 +43,37 @@ RequestPtr start_send(const Comm& comm, const void* buf, int count, MPI_Datatype
 RequestPtr start_recv(const Comm& comm, void* buf, int count, MPI_Datatype datatype, int source, int tag);
 // Waits for a request that was never published (MPI_Sendrecv).
 void wait_unpublished(chorus_mpi_request& request, MPI_Status* status);
+
+// Reductions chorus lacks (user ops from MPI_Op_create, logical and bitwise
+// ops, MINLOC/MAXLOC, long double, complex), blocking and non-blocking
+// alike: one strategy (icollectives.cc). Every rank's packed contribution
+// is gathered with chorus' own collective, and when the request completes
+// the contributions are combined in rank order (combine_in_rank_order:
+// x0 op (x1 op (... op x[p-1])), right for non-commutative ops) and the
+// result unpacked into `recv`. A blocking call starts the same and waits
+// for it (run_to_completion), so both give the same result, bit for bit;
+// a user function sees the caller's datatype handle in a blocking call, and
+// in a non-blocking one the request's copy of the type (the caller may free
+// it before the request completes).
+//
+// Reduce and allreduce: iallgather of `a.count` elements; the result goes to
+// `a.recv` only where `a.receives` (reduce: the root).
+void start_gathered_reduction(const Comm& c, chorus_mpi_request& request, const Reduction& a);
+// Reduce_scatter_block: `send` holds size blocks of `count` elements (it may
+// be `recv`: it is packed before anything is written); ialltoall of the
+// blocks, so this rank gets every rank's block `rank`.
+void start_gathered_reduce_scatter(const Comm& c, chorus_mpi_request& request, const void* send, size_t count,
+                                   const Datatype& type, MPI_Op op, void* recv);
+// A blocking call's way to a non-blocking strategy: `start(request)` starts
+// the operation in a request of `comm` that is never published, then this
+// waits for it (and runs its completion step) before returning.
+template <class Start>
+void run_to_completion(MPI_Comm comm, Start&& start) {
+  RequestPtr request = new_request(comm);
+  request->blocking = true;
+  start(*request);
+  wait_unpublished(*request, MPI_STATUS_IGNORE);
+}
 
 // Point-to-point argument checks (p2p.cc): MPI_ERR_RANK, MPI_ERR_TAG.
 void check_peer(int peer, const Comm& comm, bool wildcard_allowed);
