@@ -8,6 +8,7 @@
 #pragma once
 
 #include "common/error.hpp"
+#include "common/fnv.hpp"
 #include "p2p/engine.hpp"
 
 #include <chorus/chorus.hpp>
@@ -151,19 +152,11 @@ class Context {
 
 using AlgorithmFn = void (*)(Context& ctx, const Args& args);
 
-// FNV-1a of a name, for digests computed on every call (constexpr: the
-// table's hashes are computed at compile time).
-constexpr uint64_t name_hash(std::string_view name) {
-  uint64_t hash = 14695981039346656037ull;
-  for (char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return hash;
-}
-
 struct Algorithm {
   std::string_view name;  // e.g. "ring", "tree", "recursive_doubling"
   Collective op;
   AlgorithmFn run;
-  uint64_t hash = name_hash(name);
+  uint64_t hash = fnv1a::hash(name);  // for call digests; constexpr: the table's at compile time
 };
 
 // Every algorithm for `op`, in table order.

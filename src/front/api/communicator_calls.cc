@@ -4,7 +4,9 @@
 #include "api/communicator_impl.hpp"
 
 #include "api/block_collectives.hpp"
+#include "api/user_tag.hpp"
 #include "common/error.hpp"
+#include "common/fnv.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -12,9 +14,6 @@
 namespace chorus {
 
 namespace {
-
-// Tags are built by p2p::CallTag (src/p2p/call_tag.hpp), their one owner.
-constexpr int kMaxUserTag = p2p::CallTag::kMaxUserTag;
 
 bool is_reduction(Collective op) {
   return op == Collective::allreduce || op == Collective::reduce || op == Collective::reduce_scatter ||
@@ -31,8 +30,8 @@ bool has_root(Collective op) {
 // small collectives take a few hundred nanoseconds); 0 is reserved for "not a
 // collective".
 uint32_t call_digest(Collective op, const coll::Args& args, const coll::Algorithm& algorithm) {
-  uint64_t hash = 14695981039346656037ull;
-  auto mix = [&](uint64_t value) { hash = (hash ^ value) * 1099511628211ull; };
+  uint64_t hash = fnv1a::kOffsetBasis;
+  auto mix = [&](uint64_t value) { hash = fnv1a::mix(hash, value); };
   mix(static_cast<uint64_t>(op));
   mix(agreed_count(op, args).value_or(0));  // v-variants: counts differ per rank
   mix(static_cast<uint64_t>(args.dtype));
@@ -316,7 +315,7 @@ void CommunicatorImpl::verify_same_call(const CallRecord& mine, p2p::CallTag cal
 void CommunicatorImpl::send(const void* buf, size_t bytes, int peer, int tag) {
   std::lock_guard lock(session_->mutex);
   check_usable();
-  if (tag < 0 || tag > kMaxUserTag) fail(Status::invalid_argument, "send: tag ", tag, " outside 0..", kMaxUserTag);
+  chorus::check_user_tag("send", tag, false);
   check_message_bytes("send", bytes);
   const int engine_peer = engine_rank_of(peer, "send");
   note_call(0, "send", engine_peer);
@@ -329,9 +328,7 @@ void CommunicatorImpl::send(const void* buf, size_t bytes, int peer, int tag) {
 Received CommunicatorImpl::recv(void* buf, size_t bytes, int peer, int tag) {
   std::lock_guard lock(session_->mutex);
   check_usable();
-  if (tag != kAnyTag && (tag < 0 || tag > kMaxUserTag)) {
-    fail(Status::invalid_argument, "recv: tag ", tag, " outside 0..", kMaxUserTag, " (or kAnyTag)");
-  }
+  chorus::check_user_tag("recv", tag, true);
   check_message_bytes("recv", bytes);
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "recv");
   note_call(0, "recv", engine_peer);
@@ -357,7 +354,7 @@ Received CommunicatorImpl::recv(void* buf, size_t bytes, int peer, int tag) {
     fail(Status::internal, "recv: a message from engine rank ", done.source, " matched context ", context_id_,
          " but that rank is not a member of this communicator");
   }
-  return Received{source, static_cast<int>(done.tag & kMaxUserTag), done.bytes};
+  return Received{source, p2p::CallTag::user_tag_of(done.tag), done.bytes};
 }
 
 }  // namespace chorus

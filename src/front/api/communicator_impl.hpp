@@ -243,7 +243,6 @@ class CommunicatorImpl {
   std::shared_ptr<RequestState> completed_request(const char* what) const;
   std::shared_ptr<coll::Scratch> take_scratch();
   void check_no_stray_messages(p2p::CallTag call, bool nonblocking);
-  void check_user_tag(const char* what, int tag, bool wildcard_allowed) const;
   std::optional<Received> probe_once(const char* what, int peer, int tag);  // under the lock
   const coll::Algorithm& choose(Collective op, size_t bytes) const;
   const coll::Algorithm& choose_from_table(Collective op, size_t bytes) const;

@@ -2,6 +2,7 @@
 // under the session lock and hands it to the engine's Progress; the public
 // Request waits on it.
 #include "api/communicator_impl.hpp"
+#include "api/user_tag.hpp"
 
 #include "common/error.hpp"
 
@@ -85,18 +86,10 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
   return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
 }
 
-void CommunicatorImpl::check_user_tag(const char* what, int tag, bool wildcard_allowed) const {
-  if (wildcard_allowed && tag == kAnyTag) return;
-  if (tag < 0 || tag > p2p::CallTag::kMaxUserTag) {
-    fail(Status::invalid_argument, what, ": tag ", tag, " outside 0..", p2p::CallTag::kMaxUserTag,
-         wildcard_allowed ? " (or kAnyTag)" : "");
-  }
-}
-
 std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size_t bytes, int peer, int tag) {
   std::lock_guard lock(session_->mutex);
   check_usable();
-  check_user_tag("isend", tag, false);
+  chorus::check_user_tag("isend", tag, false);
   check_message_bytes("isend", bytes);
   const int engine_peer = engine_rank_of(peer, "isend");
   note_call(0, "isend", engine_peer);
@@ -118,7 +111,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
 std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t bytes, int peer, int tag) {
   std::lock_guard lock(session_->mutex);
   check_usable();
-  check_user_tag("irecv", tag, true);
+  chorus::check_user_tag("irecv", tag, true);
   check_message_bytes("irecv", bytes);
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "irecv");
   note_call(0, "irecv", engine_peer);
