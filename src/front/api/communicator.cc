@@ -197,8 +197,13 @@ std::optional<Error> CommunicatorImpl::launcher_report(const Error& error) {
   if (std::string_view(error.what()).find("chorusrun reports:") != std::string_view::npos) return std::nullopt;
   // An error that names no peer (a provider's completion error without
   // context) often comes before the launcher has even reaped the dead rank:
-  // give its report a moment to arrive.
-  const auto patience = error.peer() >= 0 ? std::chrono::milliseconds(0) : std::chrono::milliseconds(2000);
+  // give its report a moment to arrive. So does a broken connection to a
+  // named peer: that peer may be a survivor that failed because of the dead
+  // rank and left, its endpoint gone (a read from it "canceled") a few
+  // milliseconds after the kill, before the launcher's record.
+  const auto patience = error.peer() < 0                 ? std::chrono::milliseconds(2000)
+                        : status != Status::timeout   ? std::chrono::milliseconds(500)
+                                                         : std::chrono::milliseconds(0);
   const auto give_up = std::chrono::steady_clock::now() + std::min(patience, session_->settings.timeout);
   for (;;) {
     if (auto failure = session_->launcher_failure()) return failure;

@@ -321,7 +321,9 @@ inline void CommunicatorImpl::guarded(const char* what, Body&& body) {
     body();
   } catch (const Error& e) {
     std::optional<Error> cause = launcher_report(e);
-    const int peer = e.peer() >= 0 || !cause ? e.peer() : cause->peer();
+    // The rank the launcher saw die is the cause, also when the error names
+    // another peer (one that left because of it).
+    const int peer = cause && cause->peer() >= 0 ? cause->peer() : e.peer();
     throw become_unusable(Error(e.status(),
                                 concat(what, " on rank ", rank_, " failed: ", e.what(),
                                        cause ? concat("; ", cause->what()) : std::string()),

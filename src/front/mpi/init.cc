@@ -40,11 +40,11 @@ State& state() {
   return *instance;
 }
 
-// Provided thread level: calls are serialised inside chorus (one engine
-// driver at a time), but two threads in blocking collectives on different
-// communicators could wait for each other across processes, so
-// MPI_THREAD_MULTIPLE is not offered.
-constexpr int kMaxThreadLevel = MPI_THREAD_SERIALIZED;
+// Provided thread level: every level up to MPI_THREAD_MULTIPLE. chorus'
+// API is MPI_THREAD_MULTIPLE-safe (docs/api.md, "Threads": a waiting
+// thread hands the engine's lock over), and the MPI layer's own shared
+// state (the registry below, error codes, freed requests) has its locks.
+constexpr int kMaxThreadLevel = MPI_THREAD_MULTIPLE;
 
 void release(MPI_Comm comm) {
   delete comm->internal;

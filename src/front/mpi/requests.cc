@@ -6,17 +6,22 @@
 
 #include <algorithm>
 #include <list>
+#include <mutex>
 #include <thread>
 
 namespace chorus::mpi {
 
 namespace {
 
-// Requests freed while active (MPI_THREAD_SERIALIZED at most: MPI calls
-// never run concurrently, so no lock).
-std::list<RequestPtr>& detached() {
-  static std::list<RequestPtr> requests;
-  return requests;
+// Requests freed while active, completed by later calls. Any thread may
+// call (MPI_THREAD_MULTIPLE): the list has its own lock.
+struct Detached {
+  std::mutex mutex;
+  std::list<RequestPtr> requests;
+};
+Detached& detached() {
+  static Detached* list = new Detached();  // never destroyed: MPI may be used from atexit handlers
+  return *list;
 }
 
 chorus_mpi_request& use_request(MPI_Request request) {
@@ -84,7 +89,10 @@ bool test_operation(MPI_Request& handle) {
 
 // Progress for the freed requests: completes those that finished.
 void reap_detached() {
-  auto& list = detached();
+  // One thread reaps at a time; the others have their own work to do.
+  std::unique_lock lock(detached().mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  auto& list = detached().requests;
   for (auto it = list.begin(); it != list.end();) {
     bool done = true;
     try {
@@ -163,7 +171,8 @@ void wait_unpublished(chorus_mpi_request& request, MPI_Status* status) {
 }
 
 void complete_detached_requests() {
-  for (RequestPtr& request : detached()) {
+  std::lock_guard lock(detached().mutex);
+  for (RequestPtr& request : detached().requests) {
     try {
       request->operation.wait();
       settle(*request, MPI_STATUS_IGNORE);
@@ -171,7 +180,7 @@ void complete_detached_requests() {
       // Leaving anyway; the communicator reports it if it is used again.
     }
   }
-  detached().clear();
+  detached().requests.clear();
 }
 
 }  // namespace chorus::mpi
@@ -342,7 +351,10 @@ int MPI_Request_free(MPI_Request* request) {
       settle(*owned, MPI_STATUS_IGNORE);
       return;
     }
-    detached().push_back(std::move(owned));  // its buffers must live until it completes
+    {
+      std::lock_guard lock(detached().mutex);
+      detached().requests.push_back(std::move(owned));  // its buffers must live until it completes
+    }
     reap_detached();
   });
 }
