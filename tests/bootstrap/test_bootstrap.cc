@@ -65,6 +65,22 @@ void exercise(Bootstrap& boot, int rank, int size) {
   if (total != size) throw Error(Status::internal, concat("rank ", rank, " saw ", total, " of ", size, " increments"));
 }
 
+// A forked rank of a launcher-style job: exercise() through the store the
+// launcher's variables name; rank 0, whose process serves that store, leaves
+// last, once every other rank has said it is leaving.
+void exercise_and_leave(const JobInfo& job, int rank, int size) {
+  Bootstrap boot(job, kTimeout);
+  exercise(boot, rank, size);
+  boot.barrier("leave");
+  if (rank != 0) {
+    boot.store().set(concat("left/", rank), {});
+    return;
+  }
+  std::vector<std::string> keys;
+  for (int r = 1; r < size; ++r) keys.push_back(concat("left/", r));
+  boot.store().wait(keys);
+}
+
 // Runs `body(rank)` on `size` threads and rethrows the first failure.
 void run_threads(int size, const std::function<void(int)>& body) {
   std::mutex mutex;
@@ -156,17 +172,7 @@ TEST(Bootstrap, ForkedMpirunStyleProcesses) {
                       {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank)},
                       {"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(kSize)},
                       {"OMPI_MCA_ess_base_jobid", jobid}});
-    JobInfo job = detect_job();
-    Bootstrap boot(job, kTimeout);
-    exercise(boot, rank, kSize);
-    boot.barrier("leave");
-    if (rank != 0) {
-      boot.store().set(concat("left/", rank), {});
-    } else {
-      std::vector<std::string> keys;
-      for (int r = 1; r < kSize; ++r) keys.push_back(concat("left/", r));
-      boot.store().wait(keys);
-    }
+    exercise_and_leave(detect_job(), rank, kSize);
   });
 }
 
@@ -185,14 +191,7 @@ TEST(Bootstrap, ForkedTorchrunStyleProcessesUseMasterAddrAndPort) {
     JobInfo job = detect_job();
     // torchrun's agent store holds MASTER_PORT: chorus serves at the next port.
     if (job.store_port != port + 1) throw Error(Status::internal, "MASTER_PORT+1 was not used");
-    Bootstrap boot(job, kTimeout);
-    exercise(boot, rank, kSize);
-    boot.barrier("leave");
-    if (rank != 0) {
-      boot.store().set(concat("left/", rank), {});
-    } else {
-      for (int r = 1; r < kSize; ++r) boot.store().get(concat("left/", r));
-    }
+    exercise_and_leave(job, rank, kSize);
   });
 }
 

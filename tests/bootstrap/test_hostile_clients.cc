@@ -40,6 +40,22 @@ class HostileClient : public ::testing::Test {
     good.set(key, bytes_of("still-served"));
     EXPECT_EQ(text_of(good.get(key)), "still-served");
   }
+
+  // `raw`'s one bad frame got an ERROR saying `message` and the connection
+  // closed, counted as a rejected frame; the good client is still served
+  // (under `key`).
+  void expect_frame_rejected(RawConnection& raw, const std::string& message, const std::string& key) {
+    EXPECT_EQ(expect_error_and_close(raw), message);
+    expect_good_client_served(key);
+    EXPECT_EQ(server.stats().frames_rejected, 1u);
+  }
+
+  // The same for a connection refused before it presented the job secret.
+  void expect_connection_refused(RawConnection& raw, const std::string& message, const std::string& key) {
+    EXPECT_EQ(expect_error_and_close(raw), message);
+    EXPECT_EQ(server.stats().connections_refused, 1u);
+    expect_good_client_served(key);
+  }
 };
 
 frame::Bytes header_only(uint8_t type, uint32_t payload_bytes) {
@@ -54,18 +70,14 @@ frame::Bytes header_only(uint8_t type, uint32_t payload_bytes) {
 TEST_F(HostileClient, GarbageGetsBadMagicAndIsClosed) {
   RawConnection raw(server.port());
   raw.send(bytes_of("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
-  EXPECT_EQ(expect_error_and_close(raw), "bad magic 0x47455420 (expected 0x43485253 \"CHRS\")");
-  expect_good_client_served("after-garbage");
-  EXPECT_EQ(server.stats().frames_rejected, 1u);
+  expect_frame_rejected(raw, "bad magic 0x47455420 (expected 0x43485253 \"CHRS\")", "after-garbage");
 }
 
 TEST_F(HostileClient, OversizedLengthIsRefusedBeforeAnyPayload) {
   RawConnection raw(server.port());
   raw.authenticate(kSecret);
   raw.send(header_only(static_cast<uint8_t>(frame::Type::set), 0xffffffff));
-  EXPECT_EQ(expect_error_and_close(raw), "frame payload of 4294967295 bytes exceeds the 1048576-byte limit");
-  expect_good_client_served("after-oversized");
-  EXPECT_EQ(server.stats().frames_rejected, 1u);
+  expect_frame_rejected(raw, "frame payload of 4294967295 bytes exceeds the 1048576-byte limit", "after-oversized");
 }
 
 TEST_F(HostileClient, TruncatedInnerFieldIsNamed) {
@@ -76,18 +88,13 @@ TEST_F(HostileClient, TruncatedInnerFieldIsNamed) {
   payload.resize(16, 'k');                    // ... but only 12 bytes follow
   bytes.insert(bytes.end(), payload.begin(), payload.end());
   raw.send(bytes);
-  EXPECT_EQ(expect_error_and_close(raw), "truncated SET payload: key length 900 but 12 bytes remain");
-  expect_good_client_served("after-truncated");
-  EXPECT_EQ(server.stats().frames_rejected, 1u);
+  expect_frame_rejected(raw, "truncated SET payload: key length 900 but 12 bytes remain", "after-truncated");
 }
 
 TEST_F(HostileClient, RequestBeforeHelloIsRefused) {
   RawConnection raw(server.port());
   raw.send(Frame::get(1, "secret-data", false));
-  std::string message = expect_error_and_close(raw);
-  EXPECT_EQ(message, "expected HELLO with the job secret as the first frame, got GET");
-  EXPECT_EQ(server.stats().connections_refused, 1u);
-  expect_good_client_served("after-no-hello");
+  expect_connection_refused(raw, "expected HELLO with the job secret as the first frame, got GET", "after-no-hello");
 }
 
 TEST_F(HostileClient, WrongSecretOverRawSocketGetsErrorThenClose) {
@@ -102,8 +109,7 @@ TEST_F(HostileClient, ReplyTypesFromAClientAreRejected) {
   RawConnection raw(server.port());
   raw.authenticate(kSecret);
   raw.send(Frame::ok(2));
-  EXPECT_EQ(expect_error_and_close(raw), "unexpected OK frame: clients send requests only");
-  EXPECT_EQ(server.stats().frames_rejected, 1u);
+  expect_frame_rejected(raw, "unexpected OK frame: clients send requests only", "after-reply-type");
 }
 
 TEST_F(HostileClient, RandomGarbageAfterHelloNeverStopsTheServer) {
@@ -196,11 +202,10 @@ void trickle(RawConnection& raw, const frame::Bytes& bytes, milliseconds gap) {
 TEST_F(HostileClient, HugeHelloIsRefusedAtItsHeader) {
   RawConnection raw(server.port());
   raw.send(header_only(static_cast<uint8_t>(frame::Type::hello), 1 << 20));
-  EXPECT_EQ(expect_error_and_close(raw),
-            "HELLO payload of 1048576 bytes exceeds the 4096-byte limit for a connection that has not presented the "
-            "job secret");
-  EXPECT_EQ(server.stats().connections_refused, 1u);
-  expect_good_client_served("after-huge-hello");
+  expect_connection_refused(raw,
+                            "HELLO payload of 1048576 bytes exceeds the 4096-byte limit for a connection that has not "
+                            "presented the job secret",
+                            "after-huge-hello");
 }
 
 // 200 strangers announce a 1 MiB HELLO and send 128 KiB of it: the store must

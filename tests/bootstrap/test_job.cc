@@ -34,6 +34,17 @@ Env merged(Env base, const Env& changes) {
   return base;
 }
 
+Env without(Env base, const std::string& name) {
+  base.erase(name);
+  return base;
+}
+
+// Who detect_job() says this process is, in one line: the launcher, the rank
+// and size, the local rank and size ("srun 3/6 local 1/2").
+std::string placement(const JobInfo& job) {
+  return concat(job.launcher, " ", job.rank, "/", job.size, " local ", job.local_rank, "/", job.local_size);
+}
+
 const Env kChorusrun = {{"CHORUS_RANK", "2"},       {"CHORUS_SIZE", "4"},
                         {"CHORUS_LOCAL_RANK", "0"}, {"CHORUS_LOCAL_SIZE", "2"},
                         {"CHORUS_STORE_ADDR", "127.0.0.1:29400"}, {"CHORUS_JOB_SECRET", "s3cret"}};
@@ -51,11 +62,7 @@ const Env kTorchrun = {{"RANK", "1"},         {"WORLD_SIZE", "2"},           {"L
 
 TEST(DetectJob, Chorusrun) {
   JobInfo job = detect(kChorusrun);
-  EXPECT_EQ(job.launcher, "chorusrun");
-  EXPECT_EQ(job.rank, 2);
-  EXPECT_EQ(job.size, 4);
-  EXPECT_EQ(job.local_rank, 0);
-  EXPECT_EQ(job.local_size, 2);
+  EXPECT_EQ(placement(job), "chorusrun 2/4 local 0/2");
   EXPECT_EQ(job.store_host, "127.0.0.1");
   EXPECT_EQ(job.store_port, 29400);
   EXPECT_EQ(job.secret, "s3cret");
@@ -65,21 +72,14 @@ TEST(DetectJob, Chorusrun) {
 }
 
 TEST(DetectJob, ChorusrunNeedsItsStoreAddressAndSecret) {
-  Env no_addr = kChorusrun;
-  no_addr.erase("CHORUS_STORE_ADDR");
-  EXPECT_NE(config_error(no_addr).find("CHORUS_STORE_ADDR"), std::string::npos);
-  Env no_secret = kChorusrun;
-  no_secret.erase("CHORUS_JOB_SECRET");
-  EXPECT_NE(config_error(no_secret).find("CHORUS_JOB_SECRET"), std::string::npos);
+  for (const char* name : {"CHORUS_STORE_ADDR", "CHORUS_JOB_SECRET"}) {
+    EXPECT_NE(config_error(without(kChorusrun, name)).find(name), std::string::npos) << name;
+  }
 }
 
 TEST(DetectJob, MpirunServesFromRankZeroWithAPortFile) {
   JobInfo job = detect(kMpirun);
-  EXPECT_EQ(job.launcher, "mpirun");
-  EXPECT_EQ(job.rank, 1);
-  EXPECT_EQ(job.size, 3);
-  EXPECT_EQ(job.local_rank, 1);
-  EXPECT_EQ(job.local_size, 3);
+  EXPECT_EQ(placement(job), "mpirun 1/3 local 1/3");
   EXPECT_TRUE(job.rank0_serves);
   EXPECT_TRUE(job.store_host.empty());
   EXPECT_EQ(job.job_id, "ompi-1234567");
@@ -88,15 +88,12 @@ TEST(DetectJob, MpirunServesFromRankZeroWithAPortFile) {
 }
 
 TEST(DetectJob, MpirunJobIdFallsBackToThePmixNamespace) {
-  Env env = kMpirun;
-  env.erase("OMPI_MCA_ess_base_jobid");
-  env["PMIX_NAMESPACE"] = "prterun-host-4242@1";
+  Env env = merged(without(kMpirun, "OMPI_MCA_ess_base_jobid"), {{"PMIX_NAMESPACE", "prterun-host-4242@1"}});
   EXPECT_EQ(detect(env).job_id, "pmix-prterun-host-4242@1");
 }
 
 TEST(DetectJob, MpirunWithoutAJobIdNeedsAStoreAddress) {
-  Env env = kMpirun;
-  env.erase("OMPI_MCA_ess_base_jobid");
+  const Env env = without(kMpirun, "OMPI_MCA_ess_base_jobid");
   std::string message = config_error(env);
   EXPECT_NE(message.find("CHORUS_STORE_ADDR"), std::string::npos) << message;
   EXPECT_NE(message.find("OMPI_MCA_ess_base_jobid"), std::string::npos) << message;
@@ -113,11 +110,7 @@ TEST(DetectJob, MpirunWithoutAJobIdNeedsAStoreAddress) {
 
 TEST(DetectJob, SrunReadsTasksPerNode) {
   JobInfo job = detect(kSrun);
-  EXPECT_EQ(job.launcher, "srun");
-  EXPECT_EQ(job.rank, 3);
-  EXPECT_EQ(job.size, 6);
-  EXPECT_EQ(job.local_rank, 1);
-  EXPECT_EQ(job.local_size, 2);
+  EXPECT_EQ(placement(job), "srun 3/6 local 1/2");
   EXPECT_EQ(job.job_id, "slurm-777.2");
   EXPECT_TRUE(job.rank0_serves);
 
@@ -127,18 +120,15 @@ TEST(DetectJob, SrunReadsTasksPerNode) {
 }
 
 TEST(DetectJob, SlurmBatchScriptIsNotAnSrunStep) {
-  Env batch = kSrun;
-  batch.erase("SLURM_STEP_ID");
-  batch["SLURM_PROCID"] = "0";  // a batch script is task 0 (it warns that it runs as 1 rank)
+  // A batch script is task 0 (it warns that it runs as 1 rank).
+  Env batch = merged(without(kSrun, "SLURM_STEP_ID"), {{"SLURM_PROCID", "0"}});
   EXPECT_EQ(detect(batch).launcher, "single");
 }
 
 // Task 3 without a step id is no batch script: N processes would each run
 // as a silent 1-rank job. Refused, with the fix.
 TEST(DetectJob, SlurmTaskWithoutStepIdIsRefused) {
-  Env imitation = kSrun;
-  imitation.erase("SLURM_STEP_ID");
-  const std::string message = config_error(imitation);
+  const std::string message = config_error(without(kSrun, "SLURM_STEP_ID"));
   EXPECT_NE(message.find("SLURM_PROCID=3 is set but SLURM_STEP_ID is not"), std::string::npos) << message;
   EXPECT_NE(message.find("Start the ranks with srun"), std::string::npos) << message;
 }
@@ -146,28 +136,20 @@ TEST(DetectJob, SlurmTaskWithoutStepIdIsRefused) {
 TEST(DetectJob, PmiVariables) {
   JobInfo job = detect({{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "0"}, {"MPI_LOCALNRANKS", "2"},
                         {"CHORUS_STORE_ADDR", "localhost:4000"}});
-  EXPECT_EQ(job.launcher, "srun");
-  EXPECT_EQ(job.rank, 2);
-  EXPECT_EQ(job.size, 4);
-  EXPECT_EQ(job.local_size, 2);
+  EXPECT_EQ(placement(job), "srun 2/4 local 0/2");
   EXPECT_EQ(job.store_host, "localhost");
 }
 
 TEST(DetectJob, TorchrunServesAtMasterAddrAndPort) {
   JobInfo job = detect(kTorchrun);
-  EXPECT_EQ(job.launcher, "torchrun");
-  EXPECT_EQ(job.rank, 1);
-  EXPECT_EQ(job.size, 2);
-  EXPECT_EQ(job.local_rank, 1);
-  EXPECT_EQ(job.local_size, 2);
+  EXPECT_EQ(placement(job), "torchrun 1/2 local 1/2");
   EXPECT_TRUE(job.rank0_serves);
   EXPECT_EQ(job.store_host, "127.0.0.1");
   // Under torchrun (TORCHELASTIC_*), MASTER_PORT is torchrun's own store.
   EXPECT_EQ(job.store_port, 29501);
   EXPECT_EQ(job.job_id, "torch-none@127.0.0.1:29501");
   // A hand-made RANK/WORLD_SIZE/MASTER_* environment uses MASTER_PORT itself.
-  Env by_hand = kTorchrun;
-  by_hand.erase("TORCHELASTIC_RUN_ID");
+  const Env by_hand = without(kTorchrun, "TORCHELASTIC_RUN_ID");
   EXPECT_EQ(detect(by_hand).store_port, 29500);
   EXPECT_EQ(detect(merged(by_hand, {{"TORCHELASTIC_RESTART_COUNT", "0"}})).store_port, 29501);
   EXPECT_NE(config_error(merged(kTorchrun, {{"MASTER_PORT", "65535"}})).find("set CHORUS_STORE_ADDR"),
@@ -189,10 +171,7 @@ TEST(DetectJob, LaunchersAreTriedInOrder) {
 
 TEST(DetectJob, NoLauncherIsASingleRankJob) {
   JobInfo job = detect({});
-  EXPECT_EQ(job.launcher, "single");
-  EXPECT_EQ(job.rank, 0);
-  EXPECT_EQ(job.size, 1);
-  EXPECT_EQ(job.local_size, 1);
+  EXPECT_EQ(placement(job), "single 0/1 local 0/1");
   EXPECT_TRUE(job.rank0_serves);
   EXPECT_TRUE(job.store_host.empty());
   EXPECT_EQ(job.secret.size(), 32u);
@@ -263,9 +242,7 @@ TEST(DetectJob, HalfAPairIsRefusedNamingBoth) {
   EXPECT_NE(rank_only.find("OMPI_COMM_WORLD_SIZE is not"), std::string::npos) << rank_only;
   std::string size_only = config_error({{"WORLD_SIZE", "2"}});
   EXPECT_NE(size_only.find("RANK is not"), std::string::npos) << size_only;
-  Env no_port = kTorchrun;
-  no_port.erase("MASTER_PORT");
-  std::string master = config_error(no_port);
+  std::string master = config_error(without(kTorchrun, "MASTER_PORT"));
   EXPECT_NE(master.find("MASTER_ADDR is set but MASTER_PORT is not"), std::string::npos) << master;
   std::string slurm_nodes = config_error(merged(kSrun, {{"SLURM_NODEID", "5"}}));
   EXPECT_NE(slurm_nodes.find("SLURM_STEP_TASKS_PER_NODE"), std::string::npos) << slurm_nodes;

@@ -13,28 +13,11 @@
 #include <cstring>
 
 using namespace chorus;
-using chorus::testing::run_ranks;
-using chorus::testing::input;
-using chorus::testing::reduced;
-using chorus::testing::Typed;
+using namespace chorus::testing;
 
 namespace {
 
-struct Case {
-  Collective op;
-  std::string algorithm;
-  int ranks;
-  size_t count;
-  bool in_place;
-  DataType dtype = DataType::float32;
-  ReduceOp redop = ReduceOp::sum;
-};
-
-std::string name_of(const Case& c) {
-  return std::string(to_string(c.op)) + "/" + c.algorithm + " n=" + std::to_string(c.ranks) + " count=" +
-         std::to_string(c.count) + (c.in_place ? " in-place " : " ") + std::string(to_string(c.dtype)) + " " +
-         std::string(to_string(c.redop));
-}
+using Case = AlgorithmCase;
 
 // Runs one case on every rank (and, for rooted ops, every root) and checks all elements.
 void run_case(const Case& c) {
@@ -137,25 +120,10 @@ std::vector<Case> all_cases() {
 
 class Algorithms : public ::testing::TestWithParam<Case> {};
 TEST_P(Algorithms, EveryElementCorrect) { run_case(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(AllCollectives, Algorithms, ::testing::ValuesIn(all_cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return chorus::testing::test_name(name_of(info.param), info.index);
-                         });
+INSTANTIATE_TEST_SUITE_P(AllCollectives, Algorithms, ::testing::ValuesIn(all_cases()), CaseName());
 
 // Every dtype family and op through each reducing collective, 5 ranks.
-class ReductionOps : public ::testing::TestWithParam<std::tuple<Collective, DataType, ReduceOp>> {};
-TEST_P(ReductionOps, EveryElementCorrect) {
-  auto [op, dtype, redop] = GetParam();
-  for (const coll::Algorithm* algorithm : coll::algorithms(op)) {
-    run_case({op, std::string(algorithm->name), 5, 37, false, dtype, redop});
-    run_case({op, std::string(algorithm->name), 5, 37, true, dtype, redop});
-  }
-}
-INSTANTIATE_TEST_SUITE_P(
-    DtypesAndOps, ReductionOps,
-    ::testing::Combine(::testing::Values(Collective::allreduce, Collective::reduce, Collective::reduce_scatter),
-                       ::testing::Values(DataType::float32, DataType::float64, DataType::int32, DataType::uint8),
-                       ::testing::Values(ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max)));
+CHORUS_EVERY_DTYPE_AND_OP(ReductionOps, Collective::allreduce, Collective::reduce, Collective::reduce_scatter);
 
 TEST(Barrier, EveryRankCountCompletes) {
   for (int ranks : {2, 3, 5, 8, 13}) {

@@ -14,29 +14,13 @@
 #include <numeric>
 
 using namespace chorus;
-using chorus::testing::input;
-using chorus::testing::run_ranks;
-using chorus::testing::Typed;
+using namespace chorus::testing;
 
 namespace {
 
 constexpr double kSentinel = 99;  // never an input or a result here
 
-struct Case {
-  Collective op;
-  std::string algorithm;
-  int ranks;
-  size_t count;  // gather/scatter/scan: per rank; v-variants: the base of the per-rank counts
-  bool in_place;
-  DataType dtype = DataType::float32;
-  ReduceOp redop = ReduceOp::sum;
-};
-
-std::string name_of(const Case& c) {
-  return std::string(to_string(c.op)) + "/" + c.algorithm + " n=" + std::to_string(c.ranks) + " count=" +
-         std::to_string(c.count) + (c.in_place ? " in-place " : " ") + std::string(to_string(c.dtype)) + " " +
-         std::string(to_string(c.redop));
-}
+using Case = AlgorithmCase;  // count: gather/scatter/scan: per rank; v-variants: the base of the per-rank counts
 
 // gatherv/scatterv/allgatherv: rank r's block; every third rank has none.
 size_t block_count(size_t base, int r) { return r % 3 == 1 ? 0 : base + static_cast<size_t>(r); }
@@ -226,25 +210,10 @@ std::vector<Case> all_cases() {
 
 class BlockAlgorithms : public ::testing::TestWithParam<Case> {};
 TEST_P(BlockAlgorithms, EveryElementCorrect) { run_case(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(GatherScatterScan, BlockAlgorithms, ::testing::ValuesIn(all_cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return chorus::testing::test_name(name_of(info.param), info.index);
-                         });
+INSTANTIATE_TEST_SUITE_P(GatherScatterScan, BlockAlgorithms, ::testing::ValuesIn(all_cases()), CaseName());
 
 // Every dtype family and op through scan and exscan, 5 ranks.
-class ScanOps : public ::testing::TestWithParam<std::tuple<Collective, DataType, ReduceOp>> {};
-TEST_P(ScanOps, EveryElementCorrect) {
-  auto [op, dtype, redop] = GetParam();
-  for (const coll::Algorithm* algorithm : coll::algorithms(op)) {
-    for (bool in_place : {false, true}) run_case({op, std::string(algorithm->name), 5, 37, in_place, dtype, redop});
-  }
-}
-INSTANTIATE_TEST_SUITE_P(DtypesAndOps, ScanOps,
-                         ::testing::Combine(::testing::Values(Collective::scan, Collective::exscan),
-                                            ::testing::Values(DataType::float32, DataType::float64, DataType::int32,
-                                                              DataType::uint8),
-                                            ::testing::Values(ReduceOp::sum, ReduceOp::prod, ReduceOp::min,
-                                                              ReduceOp::max)));
+CHORUS_EVERY_DTYPE_AND_OP(ScanOps, Collective::scan, Collective::exscan);
 
 TEST(BlockSelection, EveryRowNamesAnAlgorithm) {
   for (Collective op : kBlockOps) {

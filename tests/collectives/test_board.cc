@@ -23,10 +23,7 @@
 #include <vector>
 
 using namespace chorus;
-using chorus::testing::input;
-using chorus::testing::reduced;
-using chorus::testing::run_ranks;
-using chorus::testing::Typed;
+using namespace chorus::testing;
 
 namespace {
 

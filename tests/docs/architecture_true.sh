@@ -36,16 +36,15 @@
 #
 # Prints each discrepancy and exits 1; prints OK with the counts and exits 0.
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help || $# != 1 ]]; then
-  echo "Usage: tests/docs/architecture_true.sh SOURCE_DIR"
-  echo "Fails, naming each, when docs/architecture.md and the tree disagree on the transport"
-  echo "folders, the component folders or the src/... paths it names, or when a CHORUS_*"
-  echo "variable the code reads is undocumented (README.md, docs/*.md) or README.md's"
-  echo "variable table names one the code does not read."
-  [[ $# == 1 ]] && exit 0 || exit 2
-fi
-cd "$1"
-export LC_ALL=C
+# shellcheck source=source_dir.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/source_dir.sh"
+enter_source_dir "$@" <<'USAGE'
+Usage: tests/docs/architecture_true.sh SOURCE_DIR
+Fails, naming each, when docs/architecture.md and the tree disagree on the transport
+folders, the component folders or the src/... paths it names, or when a CHORUS_*
+variable the code reads is undocumented (README.md, docs/*.md) or README.md's
+variable table names one the code does not read.
+USAGE
 shopt -s nullglob
 
 arch=docs/architecture.md

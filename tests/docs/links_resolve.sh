@@ -6,13 +6,12 @@
 # web addresses are not checked. Prints each broken link with its file and
 # line; exits 1 if there is one.
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help || $# != 1 ]]; then
-  echo "Usage: tests/docs/links_resolve.sh SOURCE_DIR"
-  echo "Checks the relative links (and #anchors) of README.md and docs/*.md."
-  [[ $# == 1 ]] && exit 0 || exit 2
-fi
-cd "$1"
-export LC_ALL=C
+# shellcheck source=source_dir.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/source_dir.sh"
+enter_source_dir "$@" <<'USAGE'
+Usage: tests/docs/links_resolve.sh SOURCE_DIR
+Checks the relative links (and #anchors) of README.md and docs/*.md.
+USAGE
 
 # anchors FILE: the anchor of each heading of a Markdown file, one a line.
 anchors() {

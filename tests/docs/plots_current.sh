@@ -7,13 +7,12 @@
 # first kind of failure (listing every case), 77 (skipped) when no python3
 # with matplotlib is found, after the metadata checks, which need none.
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help || $# != 1 ]]; then
-  echo "Usage: tests/docs/plots_current.sh SOURCE_DIR"
-  echo "Checks bench/results/*.csv (machine, commit, date, load) and that bench/plot-results draws each."
-  [[ $# == 1 ]] && exit 0 || exit 2
-fi
-cd "$1"
-export LC_ALL=C
+# shellcheck source=source_dir.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/source_dir.sh"
+enter_source_dir "$@" <<'USAGE'
+Usage: tests/docs/plots_current.sh SOURCE_DIR
+Checks bench/results/*.csv (machine, commit, date, load) and that bench/plot-results draws each.
+USAGE
 
 shopt -s nullglob
 csvs=(bench/results/*.csv)

@@ -6,12 +6,12 @@
 # not looked at.
 set -euo pipefail
 sibling="../""shared"
-if [[ ${1:-} == -h || ${1:-} == --help || $# != 1 ]]; then
-  echo "Usage: tests/docs/stands_alone.sh SOURCE_DIR"
-  echo "Fails, listing them, if files of the source tree name $sibling."
-  [[ $# == 1 ]] && exit 0 || exit 2
-fi
-cd "$1"
+# shellcheck source=source_dir.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/source_dir.sh"
+enter_source_dir "$@" <<USAGE
+Usage: tests/docs/stands_alone.sh SOURCE_DIR
+Fails, listing them, if files of the source tree name $sibling.
+USAGE
 if grep -rInF --exclude-dir=.git --exclude-dir='build*' -e "$sibling" . ; then
   echo "stands_alone: FAILED: the files above name $sibling, which a clone does not have"
   exit 1

@@ -43,6 +43,17 @@ const std::string kRank = quote(RANK_PROGRAM);
 
 bool contains(const std::string& text, const std::string& fragment) { return text.find(fragment) != std::string::npos; }
 
+// Runs chorusrun with `arguments` and expects exit status `status` and each
+// of `fragments` in the output; returns the result for further checks.
+Result run_expecting(const std::string& arguments, int status, std::initializer_list<std::string> fragments) {
+  Result r = run(arguments);
+  EXPECT_EQ(r.status, status) << r.output;
+  for (const std::string& fragment : fragments) {
+    EXPECT_TRUE(contains(r.output, fragment)) << "no \"" << fragment << "\" in:\n" << r.output;
+  }
+  return r;
+}
+
 }  // namespace
 
 TEST(Chorusrun, GivesEveryRankItsEnvironmentWithPrefixes) {
@@ -64,10 +75,9 @@ TEST(Chorusrun, GivesEveryRankItsEnvironmentWithPrefixes) {
 
 TEST(Chorusrun, ExportsVariables) {
   setenv("CHORUS_TEST_FROM_PARENT", "inherited-value", 1);
-  Result r = run("-n 2 -x SHOW_VAR=CHORUS_TEST_FROM_PARENT -x CHORUS_TEST_FROM_PARENT " + kRank + " env");
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "[1] CHORUS_TEST_FROM_PARENT=inherited-value")) << r.output;
-  r = run("--no-tag-output -n 1 -x SHOW_VAR=MY_SETTING -x MY_SETTING=42 " + kRank + " env");
+  run_expecting("-n 2 -x SHOW_VAR=CHORUS_TEST_FROM_PARENT -x CHORUS_TEST_FROM_PARENT " + kRank + " env", 0,
+                {"[1] CHORUS_TEST_FROM_PARENT=inherited-value"});
+  Result r = run("--no-tag-output -n 1 -x SHOW_VAR=MY_SETTING -x MY_SETTING=42 " + kRank + " env");
   EXPECT_TRUE(contains(r.output, "\nMY_SETTING=42\n")) << r.output;
   EXPECT_FALSE(contains(r.output, "[0]")) << r.output;
 }
@@ -83,25 +93,18 @@ TEST(Chorusrun, VariablePrecedence) {
 }
 
 TEST(Chorusrun, PartialLastLineIsForwarded) {
-  Result r = run("-n 2 " + kRank + " partial");
-  EXPECT_EQ(r.status, 0);
-  EXPECT_TRUE(contains(r.output, "[0] no newline here\n")) << r.output;
-  EXPECT_TRUE(contains(r.output, "[1] no newline here\n")) << r.output;
+  run_expecting("-n 2 " + kRank + " partial", 0, {"[0] no newline here\n", "[1] no newline here\n"});
 }
 
 TEST(Chorusrun, FailingRankStopsTheJobWithItsStatus) {
-  Result r = run("-n 3 " + kRank + " exit 7");
-  EXPECT_EQ(r.status, 7) << r.output;
-  EXPECT_TRUE(contains(r.output, "chorusrun: rank 1 (pid")) << r.output;
-  EXPECT_TRUE(contains(r.output, "exited with status 7; stopping the other 2 ranks")) << r.output;
+  Result r = run_expecting("-n 3 " + kRank + " exit 7", 7,
+                           {"chorusrun: rank 1 (pid", "exited with status 7; stopping the other 2 ranks"});
   EXPECT_LT(r.seconds, 10) << "the sleeping ranks were not stopped";
 }
 
 TEST(Chorusrun, FailureGraceLetsTheOthersReport) {
-  Result r = run("-n 3 --failure-grace 10 " + kRank + " late 5");
-  EXPECT_EQ(r.status, 5) << r.output;
-  EXPECT_TRUE(contains(r.output, "[0] rank 0 finished after the failure")) << r.output;
-  EXPECT_TRUE(contains(r.output, "[2] rank 2 finished after the failure")) << r.output;
+  Result r = run_expecting("-n 3 --failure-grace 10 " + kRank + " late 5", 5,
+                           {"[0] rank 0 finished after the failure", "[2] rank 2 finished after the failure"});
   EXPECT_LT(r.seconds, 8) << "the grace must end when every rank has ended";
   Result without = run("-n 3 " + kRank + " late 5");
   EXPECT_EQ(without.status, 5);
@@ -175,18 +178,13 @@ TEST(Chorusrun, RemoteRanksGoThroughTheRemoteShell) {
 }
 
 TEST(Chorusrun, RanksReachTheStore) {
-  Result r = run("-n 3 " + kRank + " store");
-  EXPECT_EQ(r.status, 0) << r.output;
-  for (int rank = 0; rank < 3; ++rank) EXPECT_TRUE(contains(r.output, "[" + std::to_string(rank) + "] store says ok")) << r.output;
+  run_expecting("-n 3 " + kRank + " store", 0, {"[0] store says ok", "[1] store says ok", "[2] store says ok"});
 }
 
 TEST(Chorusrun, BindChoiceReachesTheRanks) {
-  Result r = run("-n 1 --bind=core -x SHOW_VAR=CHORUS_BIND " + kRank + " env");
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "[0] CHORUS_BIND=core")) << r.output;
-  r = run("-n 1 --bind none --report-bindings -x SHOW_VAR=CHORUS_REPORT_BINDINGS " + kRank + " env");
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "[0] CHORUS_REPORT_BINDINGS=1")) << r.output;
+  run_expecting("-n 1 --bind=core -x SHOW_VAR=CHORUS_BIND " + kRank + " env", 0, {"[0] CHORUS_BIND=core"});
+  run_expecting("-n 1 --bind none --report-bindings -x SHOW_VAR=CHORUS_REPORT_BINDINGS " + kRank + " env", 0,
+                {"[0] CHORUS_REPORT_BINDINGS=1"});
 }
 
 // Listening addresses of the job's store, as its ranks saw them.
@@ -266,10 +264,7 @@ struct BadArguments {
 class ChorusrunRejects : public ::testing::TestWithParam<BadArguments> {};
 
 TEST_P(ChorusrunRejects, WithUsageErrorNamingTheProblem) {
-  Result r = run(GetParam().arguments);
-  EXPECT_EQ(r.status, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, std::string("chorusrun: ") + GetParam().message)) << r.output;
-  EXPECT_TRUE(contains(r.output, "--help")) << r.output;
+  run_expecting(GetParam().arguments, 2, {std::string("chorusrun: ") + GetParam().message, "--help"});
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -280,6 +280,20 @@ void expect_delivered(Wire& wire, int from, int to, int count) {
   }
 }
 
+// Rank 0 sends `count` messages to rank 1 while its HCA executes nothing,
+// and `steps` steps pass; `check` looks at the stalled sender's accounting.
+// Then the HCA resumes and every message arrives, in order.
+void send_while_hca_stopped(Wire& wire, int count, int steps, const std::function<void(const FlowControl&)>& check) {
+  Rank& sender = wire.at(0);
+  sender.hca_stopped = true;
+  for (int i = 0; i < count; ++i) send(wire, 0, 1, i);
+  for (int i = 0; i < steps; ++i) wire.step();
+  check(sender.flow);
+  sender.hca_stopped = false;
+  ASSERT_TRUE(wire.settle());
+  expect_delivered(wire, 0, 1, count);
+}
+
 FlowParams params(uint32_t credits, int sq_capacity, uint32_t send_buffers = 256) {
   FlowParams p;
   p.credits = credits;
@@ -335,14 +349,10 @@ TEST(RcFlowControl, CreditsReturnPiggyBackedOnReplies) {
 // The HCA completes nothing: the sender fills its send queue, then queues.
 TEST(RcFlowControl, FullSendQueueQueuesInOrder) {
   Wire wire(2, params(64, 6));
-  wire.at(0).hca_stopped = true;
-  for (int i = 0; i < 20; ++i) send(wire, 0, 1, i);
-  for (int i = 0; i < 10; ++i) wire.step();
-  EXPECT_EQ(wire.at(0).flow.sq_used(1), 6);
-  EXPECT_EQ(wire.at(0).flow.backlog(1), 14u);
-  wire.at(0).hca_stopped = false;
-  ASSERT_TRUE(wire.settle());
-  expect_delivered(wire, 0, 1, 20);
+  send_while_hca_stopped(wire, 20, 10, [](const FlowControl& flow) {
+    EXPECT_EQ(flow.sq_used(1), 6);
+    EXPECT_EQ(flow.backlog(1), 14u);
+  });
 }
 
 // Few bounce buffers and nothing inlined: messages wait for a buffer, and a
@@ -351,28 +361,20 @@ TEST(RcFlowControl, FullSendQueueQueuesInOrder) {
 // they come back even though the send queue never fills.
 TEST(RcFlowControl, BounceBuffersRunOutAndComeBack) {
   Wire wire(2, params(64, 64 + 3 + 4, 4));
-  wire.at(0).hca_stopped = true;
-  for (int i = 0; i < 30; ++i) send(wire, 0, 1, i);
-  wire.step();
-  EXPECT_EQ(wire.at(0).flow.free_send_buffers(), 0u);
-  EXPECT_EQ(wire.at(0).flow.sq_used(1), 4);
-  EXPECT_EQ(wire.at(0).flow.backlog(1), 26u);
-  wire.at(0).hca_stopped = false;
-  ASSERT_TRUE(wire.settle());
-  expect_delivered(wire, 0, 1, 30);
+  send_while_hca_stopped(wire, 30, 1, [](const FlowControl& flow) {
+    EXPECT_EQ(flow.free_send_buffers(), 0u);
+    EXPECT_EQ(flow.sq_used(1), 4);
+    EXPECT_EQ(flow.backlog(1), 26u);
+  });
 }
 
 // Messages up to the inline limit need no bounce buffer.
 TEST(RcFlowControl, InlineMessagesTakeNoBounceBuffer) {
   Wire wire(2, params(64, 64 + 3 + 4, 1), /*inline_limit=*/kEagerHeaderBytes + 300);
-  wire.at(0).hca_stopped = true;
-  for (int i = 0; i < 40; ++i) send(wire, 0, 1, i);
-  wire.step();
-  EXPECT_EQ(wire.at(0).flow.free_send_buffers(), 1u);
-  EXPECT_EQ(wire.at(0).flow.backlog(1), 0u);
-  wire.at(0).hca_stopped = false;
-  ASSERT_TRUE(wire.settle());
-  expect_delivered(wire, 0, 1, 40);
+  send_while_hca_stopped(wire, 40, 1, [](const FlowControl& flow) {
+    EXPECT_EQ(flow.free_send_buffers(), 1u);
+    EXPECT_EQ(flow.backlog(1), 0u);
+  });
 }
 
 // A message sent while earlier ones wait goes behind them, even when a

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 
@@ -30,43 +31,59 @@ struct BadValue {
 
 class VerbsSettingsReject : public ::testing::TestWithParam<BadValue> {};
 
+using Fields = std::map<std::string, std::string>;
+
+// Every field of `s` by name, as text: two Settings compare field by field,
+// and a failure names the fields that differ.
+Fields fields_of(const Settings& s) {
+  const auto text = [](int value) { return std::to_string(value); };
+  return {{"device", s.device},
+          {"port", text(s.port)},
+          {"gid_index", text(s.gid_index)},
+          {"srq", s.srq ? "true" : "false"},
+          {"connect", s.connect},
+          {"recv_depth", text(s.recv_depth)},
+          {"cq_entries", text(s.cq_entries)},
+          {"qp_timeout", text(s.qp_timeout)},
+          {"retry_count", text(s.retry_count)},
+          {"mode", s.mode},
+          {"ud_rc_max", text(s.ud_rc_max)},
+          {"test_qp_error_peer", text(s.test_qp_error_peer)},
+          {"test_qp_error_after", text(s.test_qp_error_after)},
+          {"test_ud_drop_rank", text(s.test_ud_drop_rank)},
+          {"test_ud_drop_fragment", text(s.test_ud_drop_fragment)}};
+}
+
+// Settings::from_env() reads exactly `expected`: every field is listed.
+void expect_from_env(const Fields& expected) {
+  const Fields read = fields_of(Settings::from_env());
+  ASSERT_EQ(read.size(), expected.size()) << "list every field";
+  for (const auto& [name, value] : read) {
+    const auto want = expected.find(name);
+    ASSERT_NE(want, expected.end()) << "no expected value for " << name;
+    EXPECT_EQ(value, want->second) << name;
+  }
+}
+
 }  // namespace
 
 TEST(VerbsSettings, DefaultsWhenUnset) {
-  const Settings s = Settings::from_env();
-  EXPECT_EQ(s.device, "");
-  EXPECT_EQ(s.port, 0);
-  EXPECT_EQ(s.gid_index, -1);
-  EXPECT_FALSE(s.srq);
-  EXPECT_EQ(s.connect, "bootstrap");
-  EXPECT_EQ(s.recv_depth, 64);
-  EXPECT_EQ(s.cq_entries, 0);
-  EXPECT_EQ(s.qp_timeout, 16);
-  EXPECT_EQ(s.retry_count, 7);
-  EXPECT_EQ(s.mode, "rc");
-  EXPECT_EQ(s.ud_rc_max, 16);
-  EXPECT_EQ(s.test_qp_error_peer, -1);
+  expect_from_env({{"device", ""}, {"port", "0"}, {"gid_index", "-1"}, {"srq", "false"}, {"connect", "bootstrap"},
+                   {"recv_depth", "64"}, {"cq_entries", "0"}, {"qp_timeout", "16"}, {"retry_count", "7"},
+                   {"mode", "rc"}, {"ud_rc_max", "16"}, {"test_qp_error_peer", "-1"}, {"test_qp_error_after", "0"},
+                   {"test_ud_drop_rank", "-1"}, {"test_ud_drop_fragment", "0"}});
 }
 
 TEST(VerbsSettings, ValidValuesAreRead) {
   ScopedEnv a("CHORUS_IB_DEVICE", "rxe0"), b("CHORUS_IB_PORT", "2"), c("CHORUS_IB_GID_INDEX", "3"),
       d("CHORUS_VERBS_SRQ", "yes"), e("CHORUS_VERBS_CONNECT", "rdmacm"), f("CHORUS_VERBS_RECV_DEPTH", "8"),
       g("CHORUS_VERBS_CQ_ENTRIES", "4096"), h("CHORUS_VERBS_QP_TIMEOUT", "12"), i("CHORUS_VERBS_RETRY_COUNT", "3"),
-      j("CHORUS_VERBS_MODE", "ud"), k("CHORUS_UD_RC_MAX", "1"), l("CHORUS_TEST_VERBS_QP_ERROR", "1:40");
-  const Settings s = Settings::from_env();
-  EXPECT_EQ(s.device, "rxe0");
-  EXPECT_EQ(s.port, 2);
-  EXPECT_EQ(s.gid_index, 3);
-  EXPECT_TRUE(s.srq);
-  EXPECT_EQ(s.connect, "rdmacm");
-  EXPECT_EQ(s.recv_depth, 8);
-  EXPECT_EQ(s.cq_entries, 4096);
-  EXPECT_EQ(s.qp_timeout, 12);
-  EXPECT_EQ(s.retry_count, 3);
-  EXPECT_EQ(s.mode, "ud");
-  EXPECT_EQ(s.ud_rc_max, 1);
-  EXPECT_EQ(s.test_qp_error_peer, 1);
-  EXPECT_EQ(s.test_qp_error_after, 40);
+      j("CHORUS_VERBS_MODE", "ud"), k("CHORUS_UD_RC_MAX", "1"), l("CHORUS_TEST_VERBS_QP_ERROR", "1:40"),
+      m("CHORUS_TEST_UD_DROP", "0:3");
+  expect_from_env({{"device", "rxe0"}, {"port", "2"}, {"gid_index", "3"}, {"srq", "true"}, {"connect", "rdmacm"},
+                   {"recv_depth", "8"}, {"cq_entries", "4096"}, {"qp_timeout", "12"}, {"retry_count", "3"},
+                   {"mode", "ud"}, {"ud_rc_max", "1"}, {"test_qp_error_peer", "1"}, {"test_qp_error_after", "40"},
+                   {"test_ud_drop_rank", "0"}, {"test_ud_drop_fragment", "3"}});
 }
 
 // Moved from tests/common/test_config.cc with the settings themselves.

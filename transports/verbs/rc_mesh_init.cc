@@ -11,12 +11,8 @@ namespace chorus::transport {
 namespace verbs {
 
 RcMeshTransport::RcMeshTransport(int rank, int size, const VerbsOptions& options)
-    : rank_(rank),
-      size_(size),
-      settings_(options.settings),
-      max_eager_(eager_capacity(options.max_eager_bytes)),
+    : VerbsTransportBase(rank, size, options),
       use_cm_(options.settings.connect == "rdmacm"),
-      timeout_(options.timeout),
       completion_vector_(options.completion_vector) {
   port_ = choose_port(settings_);
   if (use_cm_) {

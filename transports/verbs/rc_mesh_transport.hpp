@@ -45,7 +45,7 @@ struct RcWireAddress : AddressHeader {
 };
 static_assert(sizeof(RcWireAddress) == 64, "the RC address's wire format (v1)");
 
-class RcMeshTransport : public Transport, private rc::Poster {
+class RcMeshTransport : public VerbsTransportBase, private rc::Poster {
  public:
   static constexpr size_t kSendBuffers = 256;
   static constexpr uint32_t kRequestedInline = 256;
@@ -57,8 +57,6 @@ class RcMeshTransport : public Transport, private rc::Poster {
   // Transport (rc_mesh_init.cc)
   MemoryUse memory_use() const override;
   std::string name() const override;
-  size_t max_eager_bytes() const override { return max_eager_; }
-  bool registration_pins_pages() const override { return true; }
   std::unique_ptr<MemoryRegion> register_memory(void* base, size_t length) override;
   // (rc_mesh_connect.cc)
   Blob address() override;
@@ -143,12 +141,7 @@ class RcMeshTransport : public Transport, private rc::Poster {
   void complete_with_error(Sink& sink, const ibv_wc& wc);
   int report_async_failures(Sink& sink);
 
-  int rank_;
-  int size_;
-  Settings settings_;
-  size_t max_eager_;
   bool use_cm_;
-  std::chrono::milliseconds timeout_;
   int completion_vector_;  // of the CQ (placement's choice)
   PortChoice port_;
   ibv_context* context_ = nullptr;

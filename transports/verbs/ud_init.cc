@@ -16,11 +16,7 @@ namespace chorus::transport {
 namespace verbs {
 
 UdTransport::UdTransport(int rank, int size, const VerbsOptions& options)
-    : rank_(rank),
-      size_(size),
-      settings_(options.settings),
-      max_eager_(eager_capacity(options.max_eager_bytes)),
-      timeout_(options.timeout) {
+    : VerbsTransportBase(rank, size, options) {
   if (settings_.connect != "bootstrap" || settings_.srq) {
     fail(Status::config, "CHORUS_VERBS_MODE=\"ud\" has one SRQ and no RC mesh to connect: unset ",
          settings_.srq ? "CHORUS_VERBS_SRQ" : "CHORUS_VERBS_CONNECT");

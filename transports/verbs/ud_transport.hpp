@@ -71,7 +71,7 @@ class Deliveries final : public ud::Delivery {
   Sink& sink_;
 };
 
-class UdTransport final : public Transport, private ud::Link {
+class UdTransport final : public VerbsTransportBase, private ud::Link {
  public:
   static constexpr size_t kGrhBytes = 40;  // every UD receive buffer starts with room for the GRH
   static constexpr uint32_t kReceiveBuffers = 512;
@@ -87,8 +87,6 @@ class UdTransport final : public Transport, private ud::Link {
   MemoryUse memory_use() const override;
   Blob address() override;
   void connect(const std::vector<Blob>& blobs) override;
-  size_t max_eager_bytes() const override { return max_eager_; }
-  bool registration_pins_pages() const override { return true; }
   std::unique_ptr<MemoryRegion> register_memory(void* base, size_t length) override;
   // (ud_p2p.cc)
   // Until acknowledged, a datagram may have to be sent again by this process.
@@ -125,11 +123,6 @@ class UdTransport final : public Transport, private ud::Link {
   void complete_with_error(const ibv_wc& wc, Deliveries& deliveries);
   int report_async_failures(Sink& sink);
 
-  int rank_;
-  int size_;
-  Settings settings_;
-  size_t max_eager_;
-  std::chrono::milliseconds timeout_;
   PortChoice port_;
   ContextPtr context_;
   ibv_device_attr device_attr_{};

@@ -8,9 +8,11 @@
 #include "transports/verbs/verbs_reads.hpp"
 #include "transports/verbs/verbs_resources.hpp"
 #include "transports/verbs/verbs_settings.hpp"
+#include "transports/verbs/verbs_transport.hpp"
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -194,6 +196,30 @@ Wire parse_address(int peer, const Blob& blob, const PortChoice& port) {
 // The signalled RDMA READ work request for `read`, gathering into `sge`; the
 // caller sets wr_id.
 ibv_send_wr read_work_request(const PendingRead& read, ibv_sge& sge);
+
+// What the RC mesh and the UD mode take from their constructor's arguments:
+// this rank, the job's size, the settings, the eager capacity
+// (eager_capacity() of the engine's limit) and the timeout. Both register
+// memory by pinning it.
+class VerbsTransportBase : public Transport {
+ public:
+  size_t max_eager_bytes() const override { return max_eager_; }
+  bool registration_pins_pages() const override { return true; }
+
+ protected:
+  VerbsTransportBase(int rank, int size, const VerbsOptions& options)
+      : rank_(rank),
+        size_(size),
+        settings_(options.settings),
+        max_eager_(eager_capacity(options.max_eager_bytes)),
+        timeout_(options.timeout) {}
+
+  int rank_;
+  int size_;
+  Settings settings_;
+  size_t max_eager_;
+  std::chrono::milliseconds timeout_;
+};
 
 // Where an RC QP connects to.
 struct RcRemote {
