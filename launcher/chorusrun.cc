@@ -62,6 +62,60 @@ std::string ranks_that_left(const chorus::bootstrap::StoreServer& store, const s
   return text;
 }
 
+long counter_value(const std::optional<chorus::bootstrap::Bytes>& value) {
+  return value ? std::strtol(std::string(value->begin(), value->end()).c_str(), nullptr, 10) : 0;
+}
+
+// StoreHooks::left_early: how a rank that exited with status 0 left the job.
+std::string left_early(chorus::bootstrap::StoreServer& store, const std::string& job_id, int size, int rank,
+                       const std::string& who) {
+  using chorus::bootstrap::Departures;
+  // Every rank passed finalize's store barrier: nobody needs anyone any more.
+  const long finalized = counter_value(store.get(job_id + "/barrier/chorus/finalize/arrived"));
+  if (finalized > 0 && finalized % size == 0) return {};
+  if (!store.get(Departures::joined_key(job_id, rank))) return chorusrun::kNeverJoined;
+  const long count = counter_value(store.get(Departures::counter_key(job_id)));
+  for (long number = 1; number <= count; ++number) {
+    const auto record = store.get(Departures::record_key(job_id, number));
+    const auto departure = record ? chorus::bootstrap::decode_departure(*record) : std::nullopt;
+    if (!departure || departure->rank != rank) continue;
+    if (departure->failed) return {};  // it failed and said why; what made it fail is named by its own rank
+    return "left the job (" + departure->how + ") and exited with status 0 while the others still ran";
+  }
+  // It announced nothing (exit() or _exit() mid-job): record its departure,
+  // so every rank whose call needs it fails naming it within about a second.
+  const std::string where = who.substr(who.find('('));
+  chorus::bootstrap::Departure departure;
+  departure.rank = rank;
+  departure.failed = true;
+  departure.ended_unannounced = true;
+  departure.how = "exited with status 0 without finalize() " + where + ", while the others still ran";
+  const int64_t number = store.add(Departures::counter_key(job_id), 1);
+  store.set(Departures::record_key(job_id, number), chorus::bootstrap::encode(departure));
+  return "exited with status 0 without finalize(): it called exit() or _exit(), or returned from main without "
+         "destroying its Communicator, while the others still ran";
+}
+
+std::optional<std::pair<int, std::string>> left_without_finalize(const chorus::bootstrap::StoreServer& store,
+                                                                const std::string& job_id) {
+  using chorus::bootstrap::Departures;
+  const long count = counter_value(store.get(Departures::counter_key(job_id)));
+  for (long number = 1; number <= count; ++number) {
+    const auto record = store.get(Departures::record_key(job_id, number));
+    const auto departure = record ? chorus::bootstrap::decode_departure(*record) : std::nullopt;
+    if (!departure || departure->failed || departure->how == chorus::bootstrap::kFinalizeDeparture) continue;
+    return std::make_pair(departure->rank, departure->describe());
+  }
+  return std::nullopt;
+}
+
+bool anyone_joined(const chorus::bootstrap::StoreServer& store, const std::string& job_id, int size) {
+  for (int rank = 0; rank < size; ++rank) {
+    if (store.get(chorus::bootstrap::Departures::joined_key(job_id, rank))) return true;
+  }
+  return false;
+}
+
 int usage_error(const std::string& message) {
   std::fprintf(stderr, "chorusrun: %s\nRun 'chorusrun --help' for the options.\n", message.c_str());
   return 2;
@@ -147,12 +201,20 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "chorusrun: %d ranks, store at %s, job %s\n", options.ranks,
                    environment.store_address.c_str(), job_id.c_str());
     }
-    Job job(options, placement, environment, [&store](int rank, const std::string& failure) {
+    StoreHooks hooks;
+    hooks.publish_failure = [&store](int rank, const std::string& failure) {
       // The rank first: a reader that sees chorus/failed finds it too.
       const std::string rank_text = std::to_string(rank);
       store.set("chorus/failed_rank", chorus::bootstrap::Bytes(rank_text.begin(), rank_text.end()));
       store.set("chorus/failed", chorus::bootstrap::Bytes(failure.begin(), failure.end()));
-    }, [&store, &job_id] { return ranks_that_left(store, job_id); });
+    };
+    hooks.context = [&store, &job_id] { return ranks_that_left(store, job_id); };
+    hooks.left_early = [&store, &job_id, &options](int rank, const std::string& who) {
+      return left_early(store, job_id, options.ranks, rank, who);
+    };
+    hooks.left_without_finalize = [&store, &job_id] { return left_without_finalize(store, job_id); };
+    hooks.anyone_joined = [&store, &job_id, &options] { return anyone_joined(store, job_id, options.ranks); };
+    Job job(options, placement, environment, std::move(hooks));
     return job.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "chorusrun: %s\n", e.what());

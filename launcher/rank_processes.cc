@@ -118,12 +118,8 @@ std::vector<RankPlacement> place_ranks(const Options& options) {
   return placement;
 }
 
-Job::Job(const Options& options, std::vector<RankPlacement> placement, JobEnvironment environment,
-         std::function<void(int rank, const std::string&)> publish_failure, std::function<std::string()> context)
-    : options_(options),
-      environment_(std::move(environment)),
-      publish_failure_(std::move(publish_failure)),
-      context_(std::move(context)) {
+Job::Job(const Options& options, std::vector<RankPlacement> placement, JobEnvironment environment, StoreHooks store)
+    : options_(options), environment_(std::move(environment)), store_(std::move(store)) {
   for (auto& p : placement) {
     Rank rank;
     rank.placement = p;
@@ -249,17 +245,34 @@ void Job::signal_all(int signal_number) {
 
 // The first failure decides the exit status and is published in the store,
 // so every survivor's error can name the rank that really failed.
+std::string Job::who(const Rank& rank) const {
+  const RankPlacement& p = rank.placement;
+  return "rank " + std::to_string(p.rank) + " (pid " + std::to_string(rank.pid) + " on " +
+         (p.host.empty() ? "localhost" : p.host) + ")";
+}
+
 void Job::fail_job(const Rank& failed, const std::string& what, int exit_status) {
   if (failing_) return;
   failing_ = true;
   exit_status_ = exit_status;
   int alive = 0;
   for (const Rank& rank : ranks_) alive += (!rank.ended && &rank != &failed) ? 1 : 0;
-  const RankPlacement& p = failed.placement;
-  std::string message = "rank " + std::to_string(p.rank) + " (pid " + std::to_string(failed.pid) + " on " +
-                        (p.host.empty() ? "localhost" : p.host) + ") " + what + (context_ ? context_() : "");
+  std::string message = who(failed) + " " + what;
+  int named = failed.placement.rank;
+  std::optional<std::pair<int, std::string>> dropped;
+  if (left_early_rank_ < 0 && store_.left_without_finalize) dropped = store_.left_without_finalize();
+  if (left_early_rank_ >= 0 && left_early_rank_ != named) {
+    // The rank that left first caused this failure: it is named first.
+    message = left_early_ + "; then " + message;
+    named = left_early_rank_;
+  } else if (dropped && dropped->first != named) {
+    message = dropped->second + " while the others still ran; then " + message;
+    named = dropped->first;
+  } else if (store_.context) {
+    message += store_.context();
+  }
   say(message + (alive > 0 ? "; stopping the other " + std::to_string(alive) + " rank" + (alive == 1 ? "" : "s") : ""));
-  publish_failure_(p.rank, message);
+  if (store_.publish_failure) store_.publish_failure(named, message);
   if (options_.failure_grace_seconds > 0) {
     // The survivors see the failure through chorus and exit on their own;
     // whoever is still running when the grace ends is stopped.
@@ -267,6 +280,44 @@ void Job::fail_job(const Rank& failed, const std::string& what, int exit_status)
     return;
   }
   terminate_others();
+}
+
+// A rank that exits with status 0 is a fault when the others are not done
+// with it: exit(0) or _exit(0) mid-job, a Communicator dropped without
+// finalize(), a return before init while the others wait for it there. The
+// store tells which (StoreHooks::left_early).
+void Job::judge_clean_exit(Rank& rank) {
+  if (!store_.left_early || failing_) return;
+  std::string how;
+  try {
+    how = store_.left_early(rank.placement.rank, who(rank));
+  } catch (const std::exception& e) {
+    say("cannot tell from the store how " + who(rank) + " left: " + e.what());
+    return;
+  }
+  if (how.empty()) return;
+  if (how == kNeverJoined) {
+    left_before_joining_.push_back(rank.placement.rank);
+    fail_if_others_joined();
+    return;
+  }
+  if (left_early_rank_ >= 0) return;
+  left_early_rank_ = rank.placement.rank;
+  left_early_ = who(rank) + " " + how;
+  if (!all_ended()) say(left_early_ + "; the ranks that still need it will fail naming it");
+}
+
+// Ranks that ended before anyone joined: a fault as soon as another rank
+// joins, for the others then wait for them in init.
+void Job::fail_if_others_joined() {
+  if (left_before_joining_.empty() || failing_ || !store_.anyone_joined || !store_.anyone_joined()) return;
+  for (Rank& rank : ranks_) {
+    if (rank.placement.rank != left_before_joining_.front()) continue;
+    fail_job(rank,
+             "exited with status 0 without joining the job: it never called init (or returned before it), and "
+             "the other ranks wait for it there",
+             1);
+  }
 }
 
 bool Job::only_stopped_ranks_left() const {
@@ -295,7 +346,11 @@ void Job::on_rank_ended(Rank& rank, int status) {
   // error before its peers attached), nothing named after it may stay in
   // /dev/shm: libfabric's shm queues and chorus' segments are "<pid>:...".
   if (rank.placement.host.empty()) chorus::shm_regions::remove_stale(rank.pid);
-  if (failed) fail_job(rank, describe_status(status), exit_code_of(status));
+  if (failed) {
+    fail_job(rank, describe_status(status), exit_code_of(status));
+  } else {
+    judge_clean_exit(rank);
+  }
 }
 
 // A stopped rank never progresses, so its peers would wait for it until
@@ -369,7 +424,8 @@ int Job::run() {
       for (Stream* s : streams) forward_output(*s, true);
       break;
     }
-    int timeout_ms = (failing_ || ended) ? 100 : -1;
+    // A rank that left before anyone joined is judged once someone does.
+    int timeout_ms = (failing_ || ended) ? 100 : !left_before_joining_.empty() ? 200 : -1;
     if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
       say(std::string("poll failed: ") + strerror(errno));
       signal_all(SIGKILL);
@@ -383,6 +439,7 @@ int Job::run() {
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) forward_output(*streams[i - 1], false);
     }
     reap_children();  // SIGCHLD may coalesce
+    fail_if_others_joined();
     // Nobody left to report: a stopped rank need not wait out the grace.
     if (failing_ && !terminating_ && !all_ended() && (Clock::now() > term_deadline_ || only_stopped_ranks_left())) {
       terminate_others();

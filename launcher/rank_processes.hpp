@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -33,12 +35,33 @@ struct JobEnvironment {
   std::string store_address;           // host:port
 };
 
+// StoreHooks::left_early's answer for a rank that never reached the store.
+inline constexpr const char* kNeverJoined = "never joined";
+
+// What the job tells the bootstrap store and asks of it (chorusrun.cc).
+struct StoreHooks {
+  // Records the first failure, so every survivor's error can name it.
+  std::function<void(int rank, const std::string& message)> publish_failure;
+  // What the store knows that explains a failure (ranks that left before).
+  std::function<std::string()> context;
+  // A rank exited with status 0 (`who`: "rank 1 (pid 42 on localhost)").
+  // Empty when it left as it should (every rank passed finalize, or it
+  // failed itself and said so); kNeverJoined when it never reached the
+  // store. Otherwise how it left early; where the
+  // rank announced nothing, it also records that departure in the store,
+  // so the ranks that still need it fail naming it (docs/errors.md).
+  std::function<std::string(int rank, const std::string& who)> left_early;
+  // The first rank that announced leaving without finalize() (its
+  // Communicator destroyed; it may still be inside that destructor), and
+  // "rank 1 left the job (...)"; nullopt if none.
+  std::function<std::optional<std::pair<int, std::string>>()> left_without_finalize;
+  // True once any rank joined the job through the store (called init).
+  std::function<bool()> anyone_joined;
+};
+
 class Job {
  public:
-  // `publish_failure` records the first failure in the store; `context`
-  // adds what the store knows that explains it (ranks that left before).
-  Job(const Options& options, std::vector<RankPlacement> placement, JobEnvironment environment,
-      std::function<void(int rank, const std::string&)> publish_failure, std::function<std::string()> context = {});
+  Job(const Options& options, std::vector<RankPlacement> placement, JobEnvironment environment, StoreHooks store);
   ~Job();
 
   // Spawns every rank, forwards output and signals until all have ended;
@@ -55,6 +78,9 @@ class Job {
   void on_rank_ended(Rank& rank, int status);
   void on_rank_stopped(Rank& rank, int signal_number);
   void fail_job(const Rank& failed, const std::string& what, int exit_status);
+  void judge_clean_exit(Rank& rank);
+  void fail_if_others_joined();
+  std::string who(const Rank& rank) const;
   bool only_stopped_ranks_left() const;
   void terminate_others();
   void signal_all(int signal_number);
@@ -63,8 +89,14 @@ class Job {
 
   const Options& options_;
   JobEnvironment environment_;
-  std::function<void(int rank, const std::string&)> publish_failure_;
-  std::function<std::string()> context_;
+  StoreHooks store_;
+  // The first rank that exited with status 0 before the job was done, and
+  // how: it caused what fails after it, so chorusrun names it first.
+  int left_early_rank_ = -1;
+  std::string left_early_;
+  // Ranks that exited with status 0 before anyone joined: a fault once
+  // another rank joins (they wait for it in init), else a job without chorus.
+  std::vector<int> left_before_joining_;
   std::vector<Rank> ranks_;
   int signal_fd_ = -1;
   int exit_status_ = 0;

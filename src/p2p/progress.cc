@@ -165,7 +165,8 @@ void Progress::wait_loop(Done done, const Timeout& timeout, const Describe& desc
       progressed = true;  // what it did may be what this wait needs
       continue;
     }
-    if (yields || now >= spin_until) idle(deadline - now, blocking);
+    // Asleep no longer than the next probe: a dead peer is named on time.
+    if (yields || now >= spin_until) idle(std::min(deadline, next_probe) - now, blocking);
   }
 }
 

@@ -481,10 +481,34 @@ TEST(Departures, RecordsRoundTripAndMalformedOnesAreRefused) {
   EXPECT_EQ(back->calls_on(3), 1u);
   EXPECT_EQ(back->calls_on(0), 12u);
   EXPECT_EQ(back->calls_on(9), 0u);
-  for (const char* bad : {"", "rank x\nfailed 0\ncalls \nhow y", "rank 1\nfailed 2\ncalls \nhow y",
+  // A launcher's record of a rank that ended without a word: failed, and said as it is.
+  Departure gone = departure(3, true, {});
+  gone.ended_unannounced = true;
+  gone.how = "exited with status 0 without finalize() (pid 42 on h0), while the others still ran";
+  std::optional<Departure> gone_back = decode_departure(encode(gone));
+  ASSERT_TRUE(gone_back.has_value());
+  EXPECT_TRUE(gone_back->failed);
+  EXPECT_TRUE(gone_back->ended_unannounced);
+  EXPECT_EQ(gone_back->describe(), "rank 3 " + gone.how);
+  EXPECT_FALSE(back->ended_unannounced);
+  EXPECT_EQ(back->describe(), "rank 7 left the job after an error: " + d.how);
+  for (const char* bad : {"", "rank x\nfailed 0\ncalls \nhow y", "rank 1\nfailed 3\ncalls \nhow y",
                           "rank 1\nfailed 0\ncalls 0:\nhow y", "rank 1\nfailed 0\ncalls 0:1\nwho y"}) {
     EXPECT_FALSE(decode_departure(bytes_of(bad)).has_value()) << bad;
   }
+}
+
+TEST(Departures, ARankTheLauncherSawEndBlocksEveryCallThatNeedsIt) {
+  const std::vector<int> everyone = {0, 1, 2};
+  Departure gone = departure(1, true, {});
+  gone.ended_unannounced = true;
+  gone.how = "exited with status 0 without finalize() (pid 42 on h0), while the others still ran";
+  auto blocked = departure_blocking({gone}, collective(everyone, 7), 0);
+  ASSERT_TRUE(blocked.has_value());
+  EXPECT_EQ(blocked->peer(), 1);
+  EXPECT_EQ(blocked->status(), Status::peer_failed);
+  EXPECT_NE(std::string(blocked->what()).find("rank 1 exited with status 0 without finalize()"), std::string::npos)
+      << blocked->what();
 }
 
 TEST(Departures, OnlyARankThatNeverJoinsTheCallBlocksIt) {

@@ -27,7 +27,7 @@ struct Options {
   int after = 20;               // iterations before the fault
   int at_ms = -1;               // or: milliseconds after start, from a timer thread (any point of a call)
   bool before_init = false;     // or: before Communicator::init (the others are setting up)
-  std::string how = "kill";     // kill, stop, none (the fault comes from elsewhere)
+  std::string how = "kill";     // kill, stop, exit0, _exit0, exit3, return, none (the fault comes from elsewhere)
   std::string op = "allreduce"; // allreduce, broadcast, barrier
   size_t bytes = 1 << 20;
   int iterations = 1000000;
@@ -45,9 +45,14 @@ void usage(FILE* out) {
                "  --at-ms T        fail T ms after the loop starts instead, from a timer\n"
                "                   thread, so the fault lands anywhere inside a call\n"
                "  --before-init    fail before calling Communicator::init, while the\n"
-               "                   others set up (the rank comes from CHORUS_RANK)\n"
-               "  --how H          kill (SIGKILL itself), stop (SIGSTOP itself) or none\n"
-               "                   (another mechanism injects the fault; default kill)\n"
+               "                   others set up (the rank comes from CHORUS_RANK, or RANK\n"
+               "                   under torchrun)\n"
+               "  --how H          kill (SIGKILL itself), stop (SIGSTOP itself), exit0\n"
+               "                   (std::exit(0): no finalize, the Communicator's destructor\n"
+               "                   never runs), _exit0 (_exit(0)), exit3 (std::exit(3)),\n"
+               "                   return (return 0 from main: the Communicator is destroyed\n"
+               "                   without finalize; with --before-init: init is skipped) or\n"
+               "                   none (another mechanism injects the fault; default kill)\n"
                "  --op OP          allreduce, broadcast, barrier, reduce, allgather,\n"
                "                   reduce_scatter or alltoall (default allreduce)\n"
                "  --bytes B        message size in bytes (default 1048576)\n"
@@ -78,6 +83,9 @@ void fail_now(int rank, const std::string& how) {
   std::fflush(stdout);
   if (how == "kill") std::raise(SIGKILL);
   if (how == "stop") std::raise(SIGSTOP);
+  if (how == "exit0") std::exit(0);
+  if (how == "_exit0") _exit(0);
+  if (how == "exit3") std::exit(3);
 }
 
 // One call of `op` over `data` (every rank contributes ones; per-rank blocks
@@ -156,7 +164,8 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg == "--label") continue;  // only marks the command line
     else if (arg == "--bytes" && numeric) o.bytes = static_cast<size_t>(number);
     else if (arg == "--iterations" && numeric) o.iterations = static_cast<int>(number);
-    else if (arg == "--how" && (value == "kill" || value == "stop" || value == "none")) o.how = value;
+    else if (arg == "--how" && (value == "kill" || value == "stop" || value == "exit0" || value == "_exit0" ||
+                                     value == "exit3" || value == "return" || value == "none")) o.how = value;
     else if (arg == "--op" && is_op(value)) o.op = value;
     else {
       std::fprintf(stderr, "chorus-fault: bad option %s \"%s\" (see --help)\n", arg.c_str(), value.c_str());
@@ -184,8 +193,12 @@ int main(int argc, char** argv) {
     return names_victim ? 42 : 43;
   };
   const char* rank_text = std::getenv("CHORUS_RANK");
+  if (rank_text == nullptr) rank_text = std::getenv("RANK");  // torchrun
   const int launched_rank = rank_text != nullptr ? std::atoi(rank_text) : -1;
-  if (o.before_init && launched_rank == o.victim) fail_now(launched_rank, o.how);
+  if (o.before_init && launched_rank == o.victim) {
+    fail_now(launched_rank, o.how);
+    if (o.how == "return") return 0;  // the program never calls init
+  }
   std::optional<chorus::Communicator> world;
   try {
     world.emplace(chorus::Communicator::init());
@@ -213,7 +226,10 @@ int main(int argc, char** argv) {
   int done = 0;
   try {
     for (; done < o.iterations; ++done) {
-      if (rank == o.victim && o.at_ms < 0 && done == o.after) fail_now(rank, o.how);
+      if (rank == o.victim && o.at_ms < 0 && done == o.after) {
+        fail_now(rank, o.how);
+        if (o.how == "return") return 0;  // `world` is destroyed on the way out, without finalize
+      }
       if (!run_once(comm, o.op, data, out, block, done, o.nonblocking)) {
         std::printf("rank %d: WRONG RESULT at iteration %d of %s\n", rank, done, o.op.c_str());
         return 45;

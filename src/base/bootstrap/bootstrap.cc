@@ -143,8 +143,11 @@ Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout) : jo
     host = "127.0.0.1";  // the port file is only for ranks on rank 0's host
     port = port_file::wait_for(port_file::path_for(job_.job_id), timeout);
   }
-  client_ = std::make_unique<StoreClient>(host, port, job_.secret, timeout);
+  auto client = std::make_unique<StoreClient>(host, port, job_.secret, timeout);
+  if (job_.rank0_serves && job_.rank != 0) client->set_served_by(0);
+  client_ = std::move(client);
   departures_ = std::make_unique<Departures>(*client_, job_.job_id);
+  client_->set(Departures::joined_key(job_.job_id, job_.rank), Bytes{1});
   client_->set_failure_check([this] { return peer_failure(); });
   log::debug("rank ", job_.rank, " connected to the bootstrap store at ", net::format_address(host, port),
              server_ ? " (served by this process)" : "");
@@ -159,6 +162,16 @@ Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout, std:
 
 Bootstrap::~Bootstrap() {
   client_.reset();
+  if (server_) {
+    // This rank serves the store (mpirun, srun, torchrun): after an error,
+    // the other ranks still need it to read who failed and why (departures)
+    // and fail naming that rank instead of a closed store. Wait until they
+    // have gone (normally at once: finalize waited for them), at most 2 s.
+    const auto give_up = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(2));
+    while (server_->clients() > 0 && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
   if (publishes_port_file(job_)) port_file::remove(port_file::path_for(job_.job_id));
 }
 
@@ -176,8 +189,7 @@ std::optional<Error> Bootstrap::peer_failure() {
   }
   const Departure* failed = departures_->first_failed();
   if (failed == nullptr) return std::nullopt;
-  return Error(Status::peer_failed, concat("rank ", failed->rank, " left the job after an error: ", failed->how),
-               failed->rank);
+  return Error(Status::peer_failed, failed->describe(), failed->rank);
 }
 
 // After a size mismatch, rank 0 (which may serve the store) leaves only once

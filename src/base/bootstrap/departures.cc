@@ -14,9 +14,17 @@ uint64_t Departure::calls_on(uint32_t context) const {
   return 0;
 }
 
-// "rank 2\nfailed 0\ncalls 0:5,3:1\nhow called finalize()" — `how` last: it may hold anything.
+std::string Departure::describe() const {
+  if (ended_unannounced) return concat("rank ", rank, " ", how);
+  if (failed) return concat("rank ", rank, " left the job after an error: ", how);
+  return concat("rank ", rank, " left the job (", how, ")");
+}
+
+// "rank 2\nfailed 0\ncalls 0:5,3:1\nhow called finalize()" — `how` last: it
+// may hold anything. "failed 2": ended_unannounced (failed too).
 Bytes encode(const Departure& departure) {
-  std::string text = concat("rank ", departure.rank, "\nfailed ", departure.failed ? 1 : 0, "\ncalls ");
+  const int failed = departure.ended_unannounced ? 2 : departure.failed ? 1 : 0;
+  std::string text = concat("rank ", departure.rank, "\nfailed ", failed, "\ncalls ");
   for (size_t i = 0; i < departure.calls.size(); ++i) {
     text += concat(i == 0 ? "" : ",", departure.calls[i].first, ":", departure.calls[i].second);
   }
@@ -33,10 +41,11 @@ std::optional<Departure> decode_departure(std::span<const uint8_t> bytes) {
   }
   Departure departure;
   auto rank = config::parse_int(rank_line.substr(5), 0, INT32_MAX);
-  auto failed = config::parse_int(failed_line.substr(7), 0, 1);
+  auto failed = config::parse_int(failed_line.substr(7), 0, 2);
   if (!rank || !failed) return std::nullopt;
   departure.rank = static_cast<int>(*rank);
-  departure.failed = *failed == 1;
+  departure.failed = *failed >= 1;
+  departure.ended_unannounced = *failed == 2;
   std::istringstream calls(calls_line.substr(6));
   for (std::string entry; std::getline(calls, entry, ',');) {
     const size_t colon = entry.find(':');
@@ -59,8 +68,7 @@ std::optional<Error> departure_blocking(const std::vector<Departure>& departures
   };
   for (const Departure& d : departures) {
     if (d.rank == self || !is_member(d.rank)) continue;
-    const std::string left = d.failed ? concat("rank ", d.rank, " left the job after an error: ", d.how)
-                                      : concat("rank ", d.rank, " left the job (", d.how, ")");
+    const std::string left = d.describe();
     if (call.calls == 0) {  // point-to-point
       bool blocked = call.peer == d.rank;
       if (call.peer < 0) {
@@ -88,6 +96,7 @@ std::string Departures::counter_key(const std::string& job_id) { return job_id +
 std::string Departures::record_key(const std::string& job_id, int64_t number) {
   return concat(job_id, "/chorus/departure/", number);
 }
+std::string Departures::joined_key(const std::string& job_id, int rank) { return concat(job_id, "/chorus/joined/", rank); }
 
 void Departures::announce(const Departure& departure) {
   const int64_t number = store_.add(counter_key(job_id_), 1);

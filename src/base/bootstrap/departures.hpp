@@ -17,14 +17,24 @@
 
 namespace chorus::bootstrap {
 
+// How a rank that called finalize() left: the one departure that is no fault.
+inline constexpr const char* kFinalizeDeparture = "called finalize()";
+
 struct Departure {
   int rank = -1;
   bool failed = false;  // left after an error; `how` is that error
   std::string how;      // e.g. "called finalize()"
   // Collective calls this rank made, per communicator context id.
   std::vector<std::pair<uint32_t, uint64_t>> calls;
+  // Recorded by the launcher, which saw the process end without a word
+  // (exit(0) mid-job, a return before init): counts as failed; `how` is
+  // what the launcher saw, e.g. "exited with status 0 without finalize()".
+  bool ended_unannounced = false;
 
   uint64_t calls_on(uint32_t context) const;
+  // "rank 2 left the job (called finalize())", "rank 2 left the job after an
+  // error: ...", "rank 2 exited with status 0 without finalize() (...)".
+  std::string describe() const;
 };
 
 // Text form in the store; decode() returns nullopt for a malformed record.
@@ -61,6 +71,9 @@ class Departures {
 
   static std::string counter_key(const std::string& job_id);
   static std::string record_key(const std::string& job_id, int64_t number);
+  // Set by each rank once it reached the store (Communicator::init): a
+  // launcher tells a rank that left the job from one that never joined it.
+  static std::string joined_key(const std::string& job_id, int rank);
 
  private:
   StoreAccess& store_;

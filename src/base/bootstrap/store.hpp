@@ -55,6 +55,11 @@ class StoreServer {
   void set(const std::string& key, const Bytes& value);
   // Reads a key from inside the serving process; nullopt if it is not set.
   std::optional<Bytes> get(const std::string& key) const;
+  // Adds to a counter from inside the serving process, as a client's ADD does
+  // (missing = 0); returns the new value. Throws if the value is no counter.
+  int64_t add(const std::string& key, int64_t delta);
+  // Open connections that presented the secret (the ranks still using it).
+  size_t clients() const;
   ServerStats stats() const;
 
   class Impl;
@@ -102,6 +107,9 @@ class StoreClient final : public StoreAccess {
   bool check(const std::string& key) override;
   Bytes get_until(const std::string& key, std::chrono::steady_clock::time_point deadline) override;
   void set_failure_check(std::function<std::optional<Error>()> failure) override;
+  // The store is served by this rank's process (mpirun, srun, torchrun):
+  // a lost connection then fails as Status::peer_failed naming that rank.
+  void set_served_by(int rank);
 
   class Impl;
 

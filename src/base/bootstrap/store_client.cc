@@ -43,6 +43,7 @@ class StoreClient::Impl {
   bool check(const std::string& key);
   Clock::time_point deadline() const { return Clock::now() + timeout_; }
   void set_failure_check(std::function<std::optional<Error>()> failure) { failure_ = std::move(failure); }
+  void set_served_by(int rank) { served_by_ = rank; }
 
  private:
   void connect(const std::string& host, uint16_t port, Clock::time_point deadline);
@@ -64,6 +65,7 @@ class StoreClient::Impl {
   uint32_t last_id_ = 0;
   std::set<uint32_t> abandoned_;  // ids whose caller timed out; late replies are dropped
   std::string broken_;            // why the stream can no longer be trusted
+  int served_by_ = -1;            // the rank whose process serves the store, if one does
   std::function<std::optional<Error>()> failure_;  // see set_failure_check
   bool asking_failure_ = false;   // inside failure_: plain waits
   bool answered_ = false;         // a well-formed frame arrived: the peer speaks our protocol
@@ -240,6 +242,13 @@ void StoreClient::Impl::timed_out(const std::string& what) {
 
 void StoreClient::Impl::broken(const std::string& why) {
   broken_ = why;
+  if (served_by_ >= 0) {
+    // The store went with the process that served it: that rank is gone.
+    throw Error(Status::peer_failed,
+                concat("rank ", served_by_, ", which served the bootstrap store at ", address_,
+                       ", is gone (it ended or was killed): ", why),
+                served_by_);
+  }
   fail(Status::bootstrap, "bootstrap store at ", address_, ": ", why);
 }
 
@@ -258,6 +267,8 @@ Bytes StoreClient::get_until(const std::string& key, Clock::time_point deadline)
 void StoreClient::set_failure_check(std::function<std::optional<Error>()> failure) {
   impl_->set_failure_check(std::move(failure));
 }
+
+void StoreClient::set_served_by(int rank) { impl_->set_served_by(rank); }
 
 Bytes get_checking_failures(const std::function<Bytes(Clock::time_point)>& get_until, const std::string& key,
                             Clock::time_point deadline, const std::function<std::optional<Error>()>& failure,

@@ -72,6 +72,19 @@ void StoreServer::Impl::set(const std::string& key, const Bytes& value) {
   signal_wake();
 }
 
+int64_t StoreServer::Impl::add(const std::string& key, int64_t delta) {
+  std::string problem;
+  int64_t total = 0;
+  {
+    std::lock_guard<std::mutex> lock(store_mutex_);
+    total = add_locked(key, delta, problem);
+    if (problem.empty()) externally_set_.push_back(key);  // its waiters wake in the store's thread
+  }
+  if (!problem.empty()) fail(Status::invalid_argument, "bootstrap store at ", address_, ": ", problem);
+  signal_wake();
+  return total;
+}
+
 std::optional<Bytes> StoreServer::Impl::get(const std::string& key) const {
   std::lock_guard<std::mutex> lock(store_mutex_);
   auto found = store_.find(key);
@@ -305,6 +318,7 @@ void StoreServer::Impl::sweep() {
       continue;
     }
     if (!c.authenticated && !c.closing) --unauthenticated_;
+    if (c.authenticated) clients_.fetch_sub(1);
     for (const auto& key : c.parked_keys) {
       auto parked = parked_.find(key);
       if (parked == parked_.end()) continue;
@@ -329,6 +343,8 @@ StoreServer::~StoreServer() = default;
 uint16_t StoreServer::port() const { return impl_->port(); }
 void StoreServer::set(const std::string& key, const Bytes& value) { impl_->set(key, value); }
 std::optional<Bytes> StoreServer::get(const std::string& key) const { return impl_->get(key); }
+int64_t StoreServer::add(const std::string& key, int64_t delta) { return impl_->add(key, delta); }
+size_t StoreServer::clients() const { return impl_->clients(); }
 ServerStats StoreServer::stats() const { return impl_->stats(); }
 
 }  // namespace chorus::bootstrap

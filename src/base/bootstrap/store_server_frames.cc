@@ -74,6 +74,7 @@ void StoreServer::Impl::authenticate(Connection& c, const Frame& request) {
   }
   if (!secrets_match(request.blob, secret_)) return refuse(c, "wrong job secret");
   c.authenticated = true;
+  clients_.fetch_add(1);
   --unauthenticated_;
   reply(c, Frame::ok(request.request_id));
 }
@@ -119,22 +120,28 @@ void StoreServer::Impl::handle_get(Connection& c, const Frame& request) {
   c.parked_keys.push_back(request.key);
 }
 
+// The one ADD: a client's frame and the serving process (StoreServer::add)
+// both come here. Empty `problem` on success; the caller wakes the waiters.
+int64_t StoreServer::Impl::add_locked(const std::string& key, int64_t delta, std::string& problem) {
+  auto stored = store_.find(key);
+  std::optional<int64_t> current = stored == store_.end() ? std::optional<int64_t>(0) : parse_counter(stored->second);
+  int64_t total = 0;
+  if (!current) {
+    problem = concat("ADD to key \"", key, "\" whose value (", stored->second.size(), " bytes) is not a decimal integer");
+  } else if (__builtin_add_overflow(*current, delta, &total)) {
+    problem = concat("ADD of ", delta, " to key \"", key, "\" (", *current, ") overflows a 64-bit integer");
+  } else {
+    store_[key] = counter_bytes(total);
+  }
+  return total;
+}
+
 void StoreServer::Impl::handle_add(Connection& c, const Frame& request) {
   std::string problem;
   int64_t total = 0;
   {
     std::lock_guard<std::mutex> lock(store_mutex_);
-    auto stored = store_.find(request.key);
-    std::optional<int64_t> current = stored == store_.end() ? std::optional<int64_t>(0) : parse_counter(stored->second);
-    if (!current) {
-      problem = concat("ADD to key \"", request.key, "\" whose value (", stored->second.size(),
-                       " bytes) is not a decimal integer");
-    } else if (__builtin_add_overflow(*current, request.number, &total)) {
-      problem = concat("ADD of ", request.number, " to key \"", request.key, "\" (", *current,
-                       ") overflows a 64-bit integer");
-    } else {
-      store_[request.key] = counter_bytes(total);
-    }
+    total = add_locked(request.key, request.number, problem);
   }
   if (!problem.empty()) return reply(c, Frame::error(request.request_id, problem));
   reply(c, Frame::counter(request.request_id, total));

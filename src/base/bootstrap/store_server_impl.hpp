@@ -47,6 +47,8 @@ class StoreServer::Impl {
   uint16_t port() const { return port_; }
   void set(const std::string& key, const Bytes& value);
   std::optional<Bytes> get(const std::string& key) const;
+  int64_t add(const std::string& key, int64_t delta);
+  size_t clients() const { return clients_.load(); }
   ServerStats stats() const;
 
  private:
@@ -89,6 +91,7 @@ class StoreServer::Impl {
   void handle_request(Connection& c, const Frame& request);
   void handle_get(Connection& c, const Frame& request);
   void handle_add(Connection& c, const Frame& request);
+  int64_t add_locked(const std::string& key, int64_t delta, std::string& problem);  // holds store_mutex_
   void wake_waiters(const std::string& key);
   void reply(Connection& c, const Frame& response);
   void refuse(Connection& c, const std::string& why);
@@ -135,6 +138,7 @@ class StoreServer::Impl {
   Bytes read_buffer_ = Bytes(frame::kReadChunk);
 
   std::atomic<bool> stopping_{false};
+  std::atomic<size_t> clients_{0};  // open authenticated connections
   std::atomic<uint64_t> accepted_{0};
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> rejected_{0};

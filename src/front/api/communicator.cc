@@ -97,6 +97,11 @@ void CommunicatorImpl::connect() {
                                [&](const bootstrap::Bytes& other) { return std::string(other.begin(), other.end()) == host; });
   // A caller-numbered job (init over a store) learns its host layout here.
   if (job.launcher == kStoreLauncher) learn_host_layout(session, hosts);
+  // Without chorusrun no launcher tells the ranks that a peer died (mpirun,
+  // srun and torchrun stop the job, or wait, without a word to chorus):
+  // same-host peers are watched in /proc, so a survivor names a dead one in
+  // about a second (docs/errors.md).
+  if (job.launcher != "chorusrun" && job.size > 1) watch_local_peers(session, hosts);
   // Bound before the transport exists, so its buffers are allocated near
   // the NIC and its CQ gets the planned completion vector.
   const topology::Placement placement = place(describe_nic(session.settings, all_local), host);
@@ -195,14 +200,18 @@ std::optional<Error> CommunicatorImpl::launcher_report(const Error& error) {
     return std::nullopt;
   }
   if (std::string_view(error.what()).find("chorusrun reports:") != std::string_view::npos) return std::nullopt;
+  // Only chorusrun reports into the store: under another launcher nothing will come.
+  if (session_->job.launcher != "chorusrun") return std::nullopt;
   // An error that names no peer (a provider's completion error without
   // context) often comes before the launcher has even reaped the dead rank:
   // give its report a moment to arrive. So does a broken connection to a
   // named peer: that peer may be a survivor that failed because of the dead
   // rank and left, its endpoint gone (a read from it "canceled") a few
   // milliseconds after the kill, before the launcher's record.
+  // A peer_failed naming its peer came from the store or /proc (a departure,
+  // a dead process): that is the cause itself, nothing to wait for.
   const auto patience = error.peer() < 0                 ? std::chrono::milliseconds(2000)
-                        : status != Status::timeout   ? std::chrono::milliseconds(500)
+                        : status == Status::transport ? std::chrono::milliseconds(500)
                                                          : std::chrono::milliseconds(0);
   const auto give_up = std::chrono::steady_clock::now() + std::min(patience, session_->settings.timeout);
   for (;;) {

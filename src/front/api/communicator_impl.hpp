@@ -70,7 +70,7 @@ struct Session {
   bool closed = false;                     // the world communicator was finalized
   p2p::DriverMutex mutex;
   std::vector<unsigned> progress_cpus;  // where placement puts the progress thread (empty: not bound)
-  std::optional<LocalLiveness> local_liveness;  // joined over a caller's store: same-host peers to watch
+  std::optional<LocalLiveness> local_liveness;  // no chorusrun: same-host peers to watch
   // Collective calls made per communicator context, and the call in
   // progress: what a rank that left is compared with (departures.hpp).
   std::unordered_map<uint32_t, uint64_t> calls_made;
@@ -126,6 +126,9 @@ inline constexpr const char* kStoreLauncher = "store";
 // A caller-numbered job learns from every rank's host name its local rank
 // and size, and which same-host peers to watch (communicator_store.cc).
 void learn_host_layout(Session& session, const std::vector<bootstrap::Bytes>& hosts);
+// Same-host peers to look up in /proc when a wait stalls (LocalLiveness):
+// one store all_gather of every rank's pid and start time.
+void watch_local_peers(Session& session, const std::vector<bootstrap::Bytes>& hosts);
 
 class CommunicatorImpl {
  public:
@@ -174,7 +177,7 @@ class CommunicatorImpl {
   // World: collective, leaves the job (every communicator of the process
   // becomes unusable). Split/dup communicators: local, releases this one.
   // `how` tells the others how this rank left (e.g. "called finalize()").
-  void finalize(const char* how = "called finalize()");
+  void finalize(const char* how = bootstrap::kFinalizeDeparture);
   bool finalized() const { return finalized_; }
 
   p2p::Engine& engine() { return *session_->engine; }

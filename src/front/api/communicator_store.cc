@@ -14,6 +14,10 @@ void learn_host_layout(Session& session, const std::vector<bootstrap::Bytes>& ho
   const bootstrap::Bytes& mine = hosts.at(static_cast<size_t>(job.rank));
   job.local_rank = static_cast<int>(std::count(hosts.begin(), hosts.begin() + job.rank, mine));
   job.local_size = static_cast<int>(std::count(hosts.begin(), hosts.end(), mine));
+}
+
+void watch_local_peers(Session& session, const std::vector<bootstrap::Bytes>& hosts) {
+  const bootstrap::JobInfo& job = session.job;
   const std::string me = LocalLiveness::describe_self();
   session.local_liveness.emplace(session.bootstrap->all_gather("chorus/process", bootstrap::Bytes(me.begin(), me.end())),
                                  hosts, job.rank);

@@ -25,8 +25,12 @@ std::string pid_namespace() {
 // nullopt when it has no /proc entry.
 struct ProcessStat {
   char state = '?';
+  uint64_t flags = 0;
   uint64_t start_time = 0;
 };
+// PF_EXITING (include/linux/sched.h): the process is being torn down, which
+// takes a while for one with large mappings; it never runs again.
+constexpr uint64_t kExitingFlag = 0x4;
 std::optional<ProcessStat> read_stat(long pid) {
   std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
@@ -38,7 +42,9 @@ std::optional<ProcessStat> read_stat(long pid) {
   ProcessStat stat;
   fields >> stat.state;
   std::string skipped;
-  for (int field = 4; field < 22; ++field) fields >> skipped;  // fields 4..21
+  for (int field = 4; field < 9; ++field) fields >> skipped;   // fields 4..8
+  fields >> stat.flags;                                         // field 9
+  for (int field = 10; field < 22; ++field) fields >> skipped;  // fields 10..21
   fields >> stat.start_time;                                    // field 22
   return stat;
 }
@@ -74,7 +80,10 @@ std::optional<Error> LocalLiveness::dead_peer() const {
   int first = -1;
   for (const Peer& peer : peers_) {
     const std::optional<ProcessStat> stat = read_stat(peer.pid);
-    if (stat && stat->state != 'Z' && stat->state != 'X' && stat->start_time == peer.start_time) continue;
+    if (stat && stat->state != 'Z' && stat->state != 'X' && (stat->flags & kExitingFlag) == 0 &&
+        stat->start_time == peer.start_time) {
+      continue;
+    }
     gone += concat(gone.empty() ? "" : ", ", "rank ", peer.rank, " (pid ", peer.pid, ")");
     if (first < 0) first = peer.rank;
   }
