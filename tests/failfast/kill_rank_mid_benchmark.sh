@@ -6,7 +6,7 @@
 # NAME labels the result; the arguments choose the transport (e.g.
 # --transport shm, or --transport ofi --ofi-provider 'tcp;ofi_rxm').
 set -uo pipefail
-case "${1:-}" in -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 source "$(dirname "$0")/../shm_leftovers.sh"
 chorusrun=$1 bench=$2 name=$3
 shift 3

@@ -6,7 +6,7 @@
 #   survivors_report.sh CHORUSRUN FAULT_PROGRAM RANKS TIMEOUT EXPECTED_NAMING [chorusrun args] -- [chorus-fault args]
 # EXPECTED_NAMING: how many ranks must print "names the failed peer".
 set -uo pipefail
-case "${1:-}" in -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 chorusrun=$1 program=$2 ranks=$3 timeout_seconds=$4 expected=$5
 shift 5
 source "$(dirname "$0")/../launch_args.sh"

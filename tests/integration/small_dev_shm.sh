@@ -6,7 +6,7 @@
 # prints SKIP.
 #   small_dev_shm.sh CHORUSRUN CHORUS_BENCH
 # Exit status: chorusrun's; 77 (ctest SKIP) where the namespace cannot be made.
-case "${1:-}" in -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 chorusrun=$1 bench=$2
 if ! unshare -m true 2>/dev/null; then
   echo "SKIP: unshare -m is not permitted here"

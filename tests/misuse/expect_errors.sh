@@ -8,7 +8,7 @@
 # chorusrun's exit status the job must end with; 0 also requires every rank
 # to print "rank R: completed".
 set -uo pipefail
-case "${1:-}" in -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 chorusrun=$1 program=$2 ranks=$3 reporting=$4 text=$5
 expected_status=${EXPECT_STATUS:-3}
 shift 5

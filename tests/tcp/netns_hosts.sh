@@ -15,7 +15,7 @@
 # (--lossy) where no link can be made lossy: a step that did not run is
 # never reported as passed.
 set -u
-case "${1:-}" in -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 lossy=0
 if [ "${1:-}" = "--lossy" ]; then lossy=1; shift; fi
 [ $# -ge 2 ] || { echo "usage: netns_hosts.sh [--lossy] CHORUSRUN MATRIX [MATRIX ARGS...] (see --help)" >&2; exit 2; }

@@ -17,7 +17,7 @@
 # Prints one line per case and "verdict_catches: OK: N cases"; exit 1 if any
 # case went wrong.
 set -uo pipefail
-case "${1:-}" in -h|--help|"") sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; [ -n "${1:-}" ]; exit $? ;; esac
+case "${1:-}" in -h|--help|"") sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; [ -n "${1:-}" ]; exit $? ;; esac
 chorusrun=$1
 verdict=$(cd "$(dirname "$0")/.." && pwd)/job_verdict.py
 out=$(mktemp)
