@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Acceptance: kill -9 of one rank in the middle of a long benchmark makes
 # chorusrun exit non-zero within --timeout, name the rank, and leave no
-# chorus process behind.
+# chorus process and no rank's file in /dev/shm behind (tests/shm_leftovers.sh).
 #   kill_rank_mid_benchmark.sh CHORUSRUN CHORUS_BENCH NAME [CHORUSRUN ARGS...]
 # NAME labels the result; the arguments choose the transport (e.g.
 # --transport shm, or --transport ofi --ofi-provider 'tcp;ofi_rxm').
 set -uo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+source "$(dirname "$0")/../shm_leftovers.sh"
 chorusrun=$1 bench=$2 name=$3
 shift 3
 timeout_seconds=20
 ranks=4
 victim=2
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+shm_pids_file=$(mktemp)
+trap 'rm -f "$log" "$shm_pids_file"' EXIT
 
 FI_TCP_IFACE=lo "$chorusrun" -n $ranks --timeout $timeout_seconds "$@" \
   "$bench" --op allreduce --min-bytes 1M --max-bytes 16M --iters 100000 --warmup 1 >"$log" 2>&1 &
@@ -51,5 +54,12 @@ sleep 0.2
 left=""
 for pid in $pids; do [ -d /proc/$pid ] && [ "$(cat /proc/$pid/stat 2>/dev/null | awk '{print $3}')" != Z ] && left="$left $pid"; done
 [ -z "$left" ] || { echo "FAIL: processes left:$left"; failures=1; }
+# The ranks are chorusrun's children: their pids name their /dev/shm files.
+printf '%s\n' $pids >"$shm_pids_file"
+shm_left=$(shm_left_by "$shm_pids_file")
+if [ -n "$shm_left" ]; then
+  echo "FAIL: left in /dev/shm: $shm_left"; failures=1
+  for name in $shm_left; do rm -f "/dev/shm/$name"; done
+fi
 if [ $failures -ne 0 ]; then echo "--- output"; tail -n 30 "$log"; exit 1; fi
-echo "kill_rank_mid_benchmark: OK ($name)"
+echo "kill_rank_mid_benchmark: OK ($name): nothing left in /dev/shm"

@@ -4,7 +4,8 @@
 # (SIGKILL) or stops (SIGSTOP) a random rank at a random moment. A trial
 # passes when every survivor returns an error naming that rank within
 # CHORUS_TIMEOUT, chorusrun exits non-zero naming it, nothing hangs or
-# crashes, and no process is left. Prints one line per trial and the counts.
+# crashes, no process is left, and no rank's file is left in /dev/shm
+# (tests/shm_leftovers.sh). Prints one line per trial and the counts.
 set -uo pipefail
 
 usage() {
@@ -50,8 +51,11 @@ ops=(allreduce broadcast barrier reduce allgather reduce_scatter alltoall)
 sizes=(8 4096 65536 1048576)
 hows=(kill stop)
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-passed=0 detected=0 misreported=0 hangs=0 crashes=0 leftovers=0 slowest=0
+source "$(dirname "$0")/../shm_leftovers.sh"
+shm_pids_file=$(mktemp)
+record_pids=(sh -c 'echo $$ >>"$0"; exec "$@"' "$shm_pids_file")
+trap 'rm -f "$log" "$shm_pids_file"' EXIT
+passed=0 detected=0 misreported=0 hangs=0 crashes=0 leftovers=0 shm_left=0 slowest=0
 echo "fault_trials: $trials trials over $name, seed $seed, CHORUS_TIMEOUT ${timeout_s}s"
 
 for ((trial = 1; trial <= trials; ++trial)); do
@@ -62,8 +66,9 @@ for ((trial = 1; trial <= trials; ++trial)); do
   how=${hows[RANDOM % ${#hows[@]}]}
   at_ms=$((200 + RANDOM % 1300))
   label="fault-trial-$$-$trial"
+  : >"$shm_pids_file"
   timeout $((timeout_s * 3 + 30)) "$chorusrun" -n "$ranks" --timeout "$timeout_s" --failure-grace $((timeout_s + 5)) \
-    "${launcher_args[@]}" "$program" --victim "$victim" --at-ms "$at_ms" --how "$how" --op "$op" --bytes "$bytes" \
+    "${launcher_args[@]}" "${record_pids[@]}" "$program" --victim "$victim" --at-ms "$at_ms" --how "$how" --op "$op" --bytes "$bytes" \
     --iterations 1000000000 --label "$label" >"$log" 2>&1
   status=$?
   sleep 0.2
@@ -87,10 +92,15 @@ for ((trial = 1; trial <= trials; ++trial)); do
   elif [ "$(echo "$latency > $slowest" | bc)" = 1 ]; then
     slowest=$latency
   fi
-  # A killed rank cannot remove its shm queues; chorusrun does (common/shm_regions.hpp).
-  victim_pid=$(sed -n 's/.*failing now ([a-z]*, pid \([0-9]*\)).*/\1/p' "$log" | head -n 1)
-  if [ -n "$victim_pid" ] && compgen -G "/dev/shm/$victim_pid:*" >/dev/null; then
-    problems+=("shared memory of rank $victim left in /dev/shm"); rm -f "/dev/shm/$victim_pid:"*
+  # Nothing of the job may stay in /dev/shm: a killed rank cannot remove its
+  # shm files, chorusrun does (common/shm_regions.hpp); the others remove
+  # their own. Every rank's pid is checked, not only the victim's.
+  recorded=$(wc -l <"$shm_pids_file")
+  [ "$recorded" -eq "$ranks" ] || problems+=("$recorded of $ranks ranks recorded their pid")
+  left=$(shm_left_by "$shm_pids_file")
+  if [ -n "$left" ]; then
+    problems+=("left in /dev/shm: $left"); shm_left=$((shm_left + 1))
+    for name in $left; do rm -f "/dev/shm/$name"; done
   fi
   if pgrep -f -- "$label" >/dev/null; then
     problems+=("processes left"); leftovers=$((leftovers + 1)); pkill -9 -f -- "$label"
@@ -106,7 +116,8 @@ for ((trial = 1; trial <= trials; ++trial)); do
 done
 
 echo "fault_trials: $name: $trials trials, $detected faults reported by every survivor naming the failed rank," \
-     "$misreported misreported, $hangs hangs, $crashes crashes, $leftovers with processes left;" \
+     "$misreported misreported, $hangs hangs, $crashes crashes, $leftovers with processes left," \
+     "$shm_left with files left in /dev/shm;" \
      "slowest report ${slowest}s after the fault (CHORUS_TIMEOUT ${timeout_s}s)"
 [ "$passed" -eq "$trials" ] || exit 1
 echo "fault_trials: OK"

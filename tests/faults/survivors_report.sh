@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Runs one fault trial and checks what docs/architecture.md §9 promises: every surviving
 # rank gets an error naming the failed peer within CHORUS_TIMEOUT, chorusrun
-# exits non-zero, and no process is left.
+# exits non-zero, no process is left, and no rank's file is left in
+# /dev/shm (tests/shm_leftovers.sh).
 #   survivors_report.sh CHORUSRUN FAULT_PROGRAM RANKS TIMEOUT EXPECTED_NAMING [chorusrun args] -- [chorus-fault args]
 # EXPECTED_NAMING: how many ranks must print "names the failed peer".
 set -uo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 chorusrun=$1 program=$2 ranks=$3 timeout_seconds=$4 expected=$5
 shift 5
 source "$(dirname "$0")/../launch_args.sh"
+source "$(dirname "$0")/../shm_leftovers.sh"
+shm_pids_file=$(mktemp)
+record_pids=(sh -c 'echo $$ >>"$0"; exec "$@"' "$shm_pids_file")
+trap 'rm -f "$log" "$shm_pids_file"' EXIT
 # Marks this trial's ranks: others may run the same program on the machine
 # at the same time, and their processes are neither ours to count nor to kill.
 trial="survivors-$$-$(date +%s%N)"
@@ -16,7 +22,7 @@ trial_pids() { grep -lsz "^CHORUS_TEST_FAULT_TRIAL=$trial\$" /proc/[0-9]*/enviro
 start=$(date +%s.%N)
 # The grace lets survivors report instead of being stopped at the first death.
 timeout $((timeout_seconds * 3 + 30)) "$chorusrun" -n "$ranks" --timeout "$timeout_seconds" \
-  --failure-grace $((timeout_seconds + 10)) -x "CHORUS_TEST_FAULT_TRIAL=$trial" "${launcher_args[@]}" "$program" "${program_args[@]}" \
+  --failure-grace $((timeout_seconds + 10)) -x "CHORUS_TEST_FAULT_TRIAL=$trial" "${launcher_args[@]}" "${record_pids[@]}" "$program" "${program_args[@]}" \
   >"$log" 2>&1
 status=$?
 elapsed=$(echo "$(date +%s.%N) - $start" | bc)
@@ -47,5 +53,13 @@ limit=$((timeout_seconds + 15))
 sleep 0.3
 left=$(trial_pids)
 [ -z "$left" ] || { echo "FAIL: processes left: $left"; kill -9 $left 2>/dev/null; failures=1; }
+# Every rank started (recorded its pid), and none left a file in /dev/shm.
+recorded=$(wc -l <"$shm_pids_file")
+[ "$recorded" -eq "$ranks" ] || { echo "FAIL: $recorded of $ranks ranks recorded their pid"; failures=1; }
+shm_left=$(shm_left_by "$shm_pids_file")
+if [ -n "$shm_left" ]; then
+  echo "FAIL: left in /dev/shm: $shm_left"; failures=1
+  for name in $shm_left; do rm -f "/dev/shm/$name"; done
+fi
 if [ $failures -ne 0 ]; then echo "--- output"; tail -n 40 "$log"; exit 1; fi
-echo "survivors_report: OK: $named of $ranks ranks named the failed peer; chorusrun exit $status after ${elapsed}s (timeout ${timeout_seconds}s)"
+echo "survivors_report: OK: $named of $ranks ranks named the failed peer; chorusrun exit $status after ${elapsed}s (timeout ${timeout_seconds}s); nothing left in /dev/shm"

@@ -208,6 +208,8 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--c-api") == 0) {
     c_api();
     std::printf("subcomm: %d checks, %d failed\n", g_checks, g_failed);
+    // Every rank's own pass line, after finalize (tests/job_verdict.py).
+    if (g_failed == 0) std::printf("chorus-subcomm: rank %d passed\n", g_world_rank);
     return g_failed == 0 ? 0 : 1;
   }
   try {
@@ -231,5 +233,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("subcomm: %d checks, %d failed\n", g_checks, g_failed);
+  if (g_failed == 0) std::printf("chorus-subcomm: rank %d passed\n", g_world_rank);
   return g_failed == 0 ? 0 : 1;
 }

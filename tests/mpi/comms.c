@@ -200,5 +200,6 @@ int main(int argc, char** argv) {
   point_to_point();
   int failures = report_finish(MPI_COMM_WORLD);
   MPI_Finalize();
+  report_passed("comms", failures);
   return failures == 0 ? 0 : 1;
 }

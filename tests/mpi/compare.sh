@@ -2,7 +2,8 @@
 # Runs one MPI test program built twice -- with Open MPI's mpicc under
 # mpirun, and with chorus-mpicc under chorusrun -- and compares what they
 # print on stdout. Passes when both exit with the expected status and print
-# the same, non-empty output.
+# the same, non-empty output, and (expected status 0) every rank of both runs
+# printed its pass line "NAME: rank R passed" (report.h).
 #
 #   compare.sh NAME RANKS EXPECTED_STATUS CHORUSRUN CHORUS_PROGRAM MPIRUN OMPI_PROGRAM [chorusrun options...]
 #
@@ -29,7 +30,19 @@ report_failure() {
 [ "$chorus_status" -eq "$expected" ] || report_failure "chorus run exited with $chorus_status, expected $expected"
 [ "$ompi_status" -eq "$expected" ] || report_failure "Open MPI run exited with $ompi_status, expected $expected"
 [ -s "$work/chorus.out" ] || report_failure "the chorus run printed nothing"
-if ! diff -u "$work/ompi.out" "$work/chorus.out" >"$work/diff"; then
+# A job that ends well: every rank of each run printed "NAME: rank R passed"
+# after MPI_Finalize (report.h); the launcher's status alone does not show
+# that every rank got there. Those lines come in any order, so they are
+# checked here and left out of the comparison.
+for side in chorus ompi; do
+  if [ "$expected" -eq 0 ]; then
+    for ((r = 0; r < ranks; ++r)); do
+      grep -qx "$name: rank $r passed" "$work/$side.out" || report_failure "rank $r of the $side run did not print its pass line"
+    done
+  fi
+  grep -v "^$name: rank [0-9]* passed\$" "$work/$side.out" >"$work/$side.compared"
+done
+if ! diff -u "$work/ompi.compared" "$work/chorus.compared" >"$work/diff"; then
   report_failure "outputs differ (- Open MPI, + chorus):"
   cat "$work/diff"
 fi

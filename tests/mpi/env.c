@@ -152,5 +152,6 @@ int main(int argc, char** argv) {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (rank == 0) printf("after MPI_Finalize: initialized %d finalized %d\n", initialized, finalized);
+  report_passed("env", failures);
   return failures == 0 ? 0 : 1;
 }

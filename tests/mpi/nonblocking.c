@@ -491,5 +491,6 @@ int main(int argc, char** argv) {
   waitall_error();
   int failures = report_finish(MPI_COMM_WORLD);
   MPI_Finalize();
+  report_passed("nonblocking", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -22,6 +22,7 @@ static char report_lines[REPORT_CAPACITY];
 static int report_used = 0;
 static int report_checks = 0;
 static int report_failures = 0;
+static int report_rank = -1;
 
 #if defined(__GNUC__)
 #define REPORT_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -79,6 +80,7 @@ static int report_finish(MPI_Comm comm) {
   int rank, size, failures = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
+  report_rank = rank;
   say("%d checks", report_checks);
   if (rank != 0) {
     MPI_Send(&report_used, 1, MPI_INT, 0, 900, comm);
@@ -101,6 +103,15 @@ static int report_finish(MPI_Comm comm) {
   if (rank == 0) printf("checks failed on any rank: %d\n", failures);
   fflush(stdout);
   return failures;
+}
+
+/* Every rank's own pass line, "PROGRAM: rank R passed", printed after
+ * MPI_Finalize when no check failed on any rank: the test requires one from
+ * each rank (compare.sh, tests/job_verdict.py), so a rank that crashed or
+ * hung in MPI_Finalize, or never got there, fails it. */
+static inline void report_passed(const char* program, int failures) {
+  if (failures == 0 && report_rank >= 0) printf("%s: rank %d passed\n", program, report_rank);
+  fflush(stdout);
 }
 
 #endif /* CHORUS_TESTS_MPI_REPORT_H */

@@ -129,5 +129,6 @@ int main(int argc, char** argv) {
   }
   int failed = report_finish(MPI_COMM_WORLD);
   MPI_Finalize();
+  report_passed("threads", failed);
   return failed == 0 ? 0 : 1;
 }

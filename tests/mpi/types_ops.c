@@ -340,5 +340,6 @@ int main(int argc, char** argv) {
   user_ops();
   int failures = report_finish(MPI_COMM_WORLD);
   MPI_Finalize();
+  report_passed("types_ops", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -50,6 +50,16 @@ for side in ompi chorus; do
     exit 1
   fi
 done
+# Every rank of both runs printed its pass line after finalize: an exit
+# status of 0 from a launcher alone does not show that every rank finished.
+for side in ompi chorus; do
+  for ((r = 0; r < ranks; ++r)); do
+    if ! grep -qx "${side}_collectives: rank $r passed" "$work/$side.out"; then
+      echo "compare: FAILED: rank $r of the $side run did not print its pass line" >&2
+      exit 1
+    fi
+  done
+done
 head -n 1 "$work/ompi.out"
 head -n 1 "$work/chorus.out"
 
