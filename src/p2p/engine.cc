@@ -171,6 +171,11 @@ void Engine::Impl::abandon_all(const Error& cause) {
   for (Slot& slot : slots_) fail_slot(slot, cause);
 }
 
+void Engine::Impl::cancel(const Request& request, const Error& cause) {
+  if (!request.valid() || request.finished_send()) return;
+  if (Slot* slot = find_by_id(encode_id(request))) fail_slot(*slot, cause);
+}
+
 std::pair<Request, Slot&> Engine::Impl::allocate(Slot::Kind kind, int peer, Tag tag) {
   uint32_t index;
   if (!free_slots_.empty()) {
@@ -323,6 +328,7 @@ std::optional<std::pair<int, Tag>> Engine::find_unexpected(const std::function<b
 Progress& Engine::progress_engine() { return impl_->progress_engine(); }
 const Counters& Engine::counters() const { return impl_->counters(); }
 void Engine::abandon_all(const Error& cause) { impl_->abandon_all(cause); }
+void Engine::cancel(const Request& request, const Error& cause) { impl_->cancel(request, cause); }
 void Engine::persist_memory(const void* base, size_t bytes) { impl_->reg_cache().add_persistent(base, bytes); }
 void Engine::forget_memory(const void* base, size_t bytes) { impl_->reg_cache().forget(base, bytes); }
 

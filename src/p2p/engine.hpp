@@ -153,6 +153,9 @@ class Engine {
   // every unfinished request fails with `cause`, and no transport keeps
   // reading from or writing into its buffer (peers acting on it are refused).
   void abandon_all(const Error& cause);
+  // Fails one outstanding request with `cause` (finalize cancels what can no
+  // longer be matched), taking back what it lent the transport.
+  void cancel(const Request& request, const Error& cause);
 
   void set_timeout(std::chrono::milliseconds timeout);
   std::chrono::milliseconds timeout() const;

@@ -126,6 +126,7 @@ class Engine::Impl final : public transport::Sink {
   void on_read_done(uint64_t context) override;
   void on_error(uint64_t context, int peer, const Error& error) override;
   void abandon_all(const Error& cause);
+  void cancel(const Request& request, const Error& cause);
 
   // --- waiting (progress.cc) ---
 

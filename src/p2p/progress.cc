@@ -211,6 +211,10 @@ bool Progress::sleep_on(int transport_fd, int wake_fd, std::chrono::microseconds
 
 void Progress::suspend_until(const Request& request) {
   Operation& operation = *running_;
+  // An abort wins over a request that failed meanwhile: finalize's
+  // cancellation names each operation, while its requests may have failed
+  // with another one's error (the communicator's abandon_all).
+  if (operation.abort) throw *operation.abort;
   while (!engine_.finished(request)) {
     if (operation.abort) throw *operation.abort;
     operation.awaited = request;
@@ -533,6 +537,50 @@ void Progress::complete_all(std::unique_lock<DriverMutex>& lock, const void* own
     if (!next) return;
     while (!drive(*next)) {
     }
+  }
+}
+
+void Progress::settle(std::chrono::milliseconds quiet) {
+  auto last_event = Clock::now();
+  while (!operations_.empty()) {
+    int events = 0;
+    try {
+      events = poll();
+    } catch (const std::exception& e) {
+      fail_all(as_error(e));  // a broken transport: nothing more completes
+      return;
+    }
+    const auto now = Clock::now();
+    if (events > 0) {
+      last_event = now;
+      continue;
+    }
+    if (now - last_event >= quiet) return;
+    idle(quiet - (now - last_event), true);
+  }
+}
+
+void Progress::cancel_all(const std::function<Error(const Operation&)>& why) {
+  const std::vector<std::shared_ptr<Operation>> doomed(operations_);
+  // Every engine request and abort first, then one advance completes them
+  // all, each with its own error (a completion may abandon the rest).
+  for (const auto& operation : doomed) {
+    Error error = why(*operation);
+    if (operation->fiber) {
+      operation->abort = std::move(error);
+    } else if (operation->request.valid()) {
+      engine_.cancel(operation->request, error);
+    } else if (!operation->error) {
+      operation->error = std::move(error);
+    }
+  }
+  try {
+    advance();
+  } catch (const std::exception& e) {
+    fail_all(as_error(e));
+  }
+  for (const auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) {
+    fail(*operation, operation->abort ? *operation->abort : why(*operation));
   }
 }
 

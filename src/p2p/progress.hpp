@@ -129,7 +129,9 @@ class Unlocked {
   DriverMutex* mutex_;
 };
 
-struct Operation {
+// Made by std::make_shared: a failed one is kept (shared_from_this) until
+// its error has reached the application, or finalize reports it.
+struct Operation : std::enable_shared_from_this<Operation> {
   explicit Operation(const char* what) : name(what) {}
 
   const char* name;  // "iallreduce", "isend", ... for messages
@@ -142,6 +144,17 @@ struct Operation {
   p2p::Request awaited;
   std::chrono::steady_clock::time_point awaited_since{};
   std::optional<Error> abort;  // thrown at the algorithm's next wait
+
+  // Set once a wait or test has thrown `error` to the application.
+  std::atomic<bool> error_reported{false};
+
+  // What it is, for finalize's report of what it cancelled: a collective's
+  // call number on its communicator; a point-to-point operation's peer (the
+  // communicator's rank, -1: any), user tag (-1: any) and bytes.
+  uint64_t call = 0;
+  int peer = -1;
+  int tag = -1;
+  size_t bytes = 0;
 
   // Point-to-point: the engine request and, once done, what it moved.
   p2p::Request request;
@@ -247,6 +260,14 @@ class Progress {
   // Under the lock: completes every operation of `owner` (nullptr: all),
   // failing them after the timeout. Errors stay on the operations.
   void complete_all(std::unique_lock<DriverMutex>& lock, const void* owner);
+
+  // Under the lock (finalize): polls and resumes until no operation is
+  // outstanding or none has moved for `quiet`. Errors stay on the operations.
+  void settle(std::chrono::milliseconds quiet);
+  // Under the lock (finalize): fails every outstanding operation with the
+  // error `why` gives it; they are complete on return.
+  void cancel_all(const std::function<Error(const Operation&)>& why);
+  const std::vector<std::shared_ptr<Operation>>& outstanding_operations() const { return operations_; }
 
   // Under the lock: resumes what can move on.
   int advance();

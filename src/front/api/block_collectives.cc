@@ -79,10 +79,10 @@ void validate_block_collective(Collective op, const coll::Args& args, int rank, 
   switch (op) {
     case Collective::gather:
       check_buffer(name, args.send, "send", args.count);
-      if (root) check_buffer(name, args.recv, "receive", args.count);
+      if (root) check_buffer(name, args.recv, "receive", args.count * static_cast<size_t>(size));
       return;
     case Collective::scatter:
-      if (root) check_buffer(name, args.send, "send", args.count);
+      if (root) check_buffer(name, args.send, "send", args.count * static_cast<size_t>(size));
       check_buffer(name, args.recv, "receive", args.count);
       return;
     case Collective::scan:

@@ -18,11 +18,16 @@ namespace {
 
 // CHORUS_IN_PLACE in a rooted collective: only the root has its own block
 // in the other buffer.
-bool in_place_at_root(chorus::CommunicatorImpl& comm, const void* buffer, int root, const char* function) {
+bool in_place_at_root(chorus::CommunicatorImpl& comm, const void* buffer, int root, const char* function,
+                      chorus::Collective op) {
   if (!in_place(buffer)) return false;
   if (comm.rank() != root) {
-    chorus::fail(chorus::Status::invalid_argument, function, ": CHORUS_IN_PLACE on rank ", comm.rank(),
-                 ", which is not the root (", root, ")");
+    // This rank's argument alone, in a call the others are in: it fails on
+    // every rank, as a null buffer does (docs/errors.md, "Bad arguments").
+    comm.refuse_collective(op, root,
+                           chorus::Error(chorus::Status::invalid_argument,
+                                         chorus::concat(function, ": CHORUS_IN_PLACE on rank ", comm.rank(),
+                                                        ", which is not the root (", root, ")")));
   }
   return true;
 }
@@ -159,7 +164,7 @@ chorus_status_t chorus_gather(chorus_comm_t comm, const void* sendbuf, void* rec
                               chorus_datatype_t dtype, int root) {
   return guard([&] {
     auto& impl = impl_of(comm);
-    const void* send = in_place_at_root(impl, sendbuf, root, "chorus_gather")
+    const void* send = in_place_at_root(impl, sendbuf, root, "chorus_gather", chorus::Collective::gather)
                            ? element_at(recvbuf, static_cast<size_t>(root) * count, dtype)
                            : sendbuf;
     impl.run(chorus::Collective::gather, {send, recvbuf, count, to_dtype(dtype), chorus::ReduceOp::sum, root});
@@ -170,7 +175,7 @@ chorus_status_t chorus_gatherv(chorus_comm_t comm, const void* sendbuf, size_t s
                                const size_t* recvcounts, const size_t* displs, chorus_datatype_t dtype, int root) {
   return guard([&] {
     auto& impl = impl_of(comm);
-    const void* send = in_place_at_root(impl, sendbuf, root, "chorus_gatherv")
+    const void* send = in_place_at_root(impl, sendbuf, root, "chorus_gatherv", chorus::Collective::gatherv)
                            ? element_at(recvbuf, own_displacement(impl, recvcounts, displs), dtype)
                            : sendbuf;
     chorus::coll::Args args{send, recvbuf, sendcount, to_dtype(dtype), chorus::ReduceOp::sum, root};
@@ -184,7 +189,7 @@ chorus_status_t chorus_scatter(chorus_comm_t comm, const void* sendbuf, void* re
                                chorus_datatype_t dtype, int root) {
   return guard([&] {
     auto& impl = impl_of(comm);
-    void* recv = in_place_at_root(impl, recvbuf, root, "chorus_scatter")
+    void* recv = in_place_at_root(impl, recvbuf, root, "chorus_scatter", chorus::Collective::scatter)
                      ? const_cast<uint8_t*>(element_at(sendbuf, static_cast<size_t>(root) * count, dtype))
                      : recvbuf;
     impl.run(chorus::Collective::scatter, {sendbuf, recv, count, to_dtype(dtype), chorus::ReduceOp::sum, root});
@@ -196,7 +201,7 @@ chorus_status_t chorus_scatterv(chorus_comm_t comm, const void* sendbuf, const s
                                 int root) {
   return guard([&] {
     auto& impl = impl_of(comm);
-    void* recv = in_place_at_root(impl, recvbuf, root, "chorus_scatterv")
+    void* recv = in_place_at_root(impl, recvbuf, root, "chorus_scatterv", chorus::Collective::scatterv)
                      ? const_cast<uint8_t*>(element_at(sendbuf, own_displacement(impl, sendcounts, displs), dtype))
                      : recvbuf;
     chorus::coll::Args args{sendbuf, recv, recvcount, to_dtype(dtype), chorus::ReduceOp::sum, root};

@@ -36,6 +36,20 @@ std::string algorithm_names(Collective op) {
   return names + ", auto";
 }
 
+// A non-blocking operation as finalize names it: "irecv from rank 1 (tag 5,
+// 64-byte buffer)", "iallreduce (collective call 3 of its communicator)".
+std::string describe_operation(const p2p::Operation& operation) {
+  const std::string_view name = operation.name;
+  if (name == "isend" || name == "irecv") {
+    const bool send = name == "isend";
+    return concat(name, send ? " to " : " from ",
+                  operation.peer == kAnySource ? std::string("any rank") : concat("rank ", operation.peer), " (",
+                  operation.tag == kAnyTag ? std::string("any tag") : concat("tag ", operation.tag), ", ",
+                  operation.bytes, send ? " bytes)" : "-byte buffer)");
+  }
+  return concat(name, " (collective call ", operation.call, " of its communicator)");
+}
+
 std::string this_hostname() {
   char name[256] = {0};
   if (gethostname(name, sizeof name - 1) != 0) fail(Status::internal, "gethostname failed: ", errno_string(errno));
@@ -177,6 +191,7 @@ void CommunicatorImpl::report_unusable() const {
     fail(Status::finalized, "the communicator was used after the world communicator it was split from was finalized");
   }
   if (sticky_error_) {
+    session_->note_reported(*sticky_error_);  // a detached operation's failure reaches the application here
     throw Error(sticky_error_->status(),
                 concat("the communicator is unusable after an earlier error: ", sticky_error_->what()),
                 sticky_error_->peer());
@@ -302,27 +317,51 @@ void CommunicatorImpl::finalize(const char* how) {
   if (!session_) return;  // construction failed before the session existed
   std::unique_lock lock(session_->mutex);
   if (finalized_) return;
-  // Operations still outstanding (detached requests, or never waited for)
-  // complete first: their buffers and scratch are in use until then. Their
-  // errors stay with them.
-  if (p2p::Progress* progress = session_->operations()) progress->complete_all(lock, is_world() ? nullptr : this);
-  finalized_ = true;
-  if (!is_world()) return;  // split/dup: nothing to tear down; the session outlives it
+  if (!is_world()) {
+    // Local (as MPI_Comm_free): its outstanding operations complete first,
+    // their buffers and scratch are in use until then. Errors stay with them.
+    if (p2p::Progress* progress = session_->operations()) progress->complete_all(lock, this);
+    finalized_ = true;
+    return;  // split/dup: nothing to tear down; the session outlives it
+  }
   Session& session = *session_;
-  session.closed = true;
-  if (p2p::Progress* progress = session.operations()) {
+  p2p::Progress* progress = session.operations();
+  if (progress != nullptr) {
     // The progress thread may be waiting for the lock: stop it without it.
+    // From here this thread drives the operations still outstanding.
     lock.unlock();
     progress->stop_thread();
     lock.lock();
   }
-  session.announce_departure(sticky_error_ ? sticky_error_->what() : how, sticky_error_.has_value());
   std::optional<Error> failure;
-  try {
-    if (!sticky_error_ && session.bootstrap) leave_job();
-  } catch (const Error& e) {
-    failure = e;  // still release everything below
+  std::vector<std::shared_ptr<p2p::Operation>> cancelled;
+  if (sticky_error_ || !session.bootstrap) {
+    // Failed: every operation was abandoned with the error and completes at once.
+    if (progress != nullptr) progress->complete_all(lock, nullptr);
+    session.closed = true;
+    session.announce_departure(sticky_error_ ? sticky_error_->what() : how, sticky_error_.has_value());
+  } else {
+    session.closed = true;
+    session.announce_departure(how, false);
+    try {
+      leave_job();
+    } catch (const Error& e) {
+      failure = e;  // still release everything below
+    }
+    if (progress != nullptr && progress->outstanding() > 0) {
+      // What is left could not complete (or the barrier failed): cancelled,
+      // so no transport keeps using its buffers, and named below.
+      cancelled = progress->outstanding_operations();
+      const std::string cause = failure ? concat("finalize failed: ", failure->what())
+                                        : std::string("it was still unmatched after every rank had reached finalize");
+      progress->cancel_all([&](const p2p::Operation& operation) {
+        return Error(Status::invalid_argument,
+                     concat("finalize on rank ", rank_, " cancelled ", describe_operation(operation), ": ", cause));
+      });
+    }
   }
+  finalized_ = true;
+  if (!failure) failure = report_operations(cancelled);
   if (session.engine) {
     // After an error, peers may still need our last messages to learn what
     // went wrong (injected sends leave on later progress): linger briefly.
@@ -337,22 +376,84 @@ void CommunicatorImpl::finalize(const char* how) {
   if (failure) throw *failure;
 }
 
+// What finalize tells the application about its non-blocking operations:
+// those it cancelled, and those that failed with nobody told (a detached
+// request's error).
+std::optional<Error> CommunicatorImpl::report_operations(
+    const std::vector<std::shared_ptr<p2p::Operation>>& cancelled) {
+  std::vector<std::string> lines;
+  for (const auto& operation : cancelled) lines.push_back(describe_operation(*operation));
+  std::optional<Error> unreported;
+  size_t unreported_count = 0;
+  auto reported = [this](const Error& error) {
+    const std::string_view text = error.what();
+    return std::any_of(session_->reported_failures.begin(), session_->reported_failures.end(),
+                       [&](const std::string& failure) { return text.find(failure) != std::string_view::npos; });
+  };
+  for (const auto& operation : session_->failed_operations) {
+    if (operation->error_reported.load() || reported(*operation->error) ||
+        std::find(cancelled.begin(), cancelled.end(), operation) != cancelled.end()) {
+      continue;
+    }
+    if (unreported_count++ == 0) unreported = *operation->error;
+  }
+  session_->failed_operations.clear();
+  if (lines.empty() && unreported_count == 0) return std::nullopt;
+  std::string text = concat("finalize on rank ", rank_, " failed: ");
+  if (!lines.empty()) {
+    text += concat(lines.size(), lines.size() == 1 ? " request was" : " requests were",
+                   " still unmatched after every rank had reached finalize and ", lines.size() == 1 ? "was" : "were",
+                   " cancelled: ");
+    for (size_t i = 0; i < lines.size(); ++i) text += concat(i == 0 ? "" : "; ", lines[i]);
+    text += " (every request must be matched and completed before finalize)";
+  }
+  if (unreported_count > 0) {
+    text += concat(lines.empty() ? "" : "; and ", unreported_count,
+                   unreported_count == 1 ? " operation" : " operations",
+                   " failed earlier with nobody waiting for ", unreported_count == 1 ? "it" : "them",
+                   " (a detached request): ", unreported->what());
+  }
+  // Cancelled requests are the application's mistake; otherwise the
+  // failure's own status and peer.
+  if (lines.empty()) return Error(unreported->status(), text, unreported->peer());
+  return Error(Status::invalid_argument, text);
+}
+
 const Error& CommunicatorImpl::become_unusable(Error error) {
   sticky_error_ = std::move(error);
   if (session_->engine) session_->engine->abandon_all(*sticky_error_);
   return *sticky_error_;
 }
 
+// How long the operations still outstanding when every rank has reached
+// finalize may go without any progress before finalize cancels them: they
+// could only complete by a message already sent, so a moment is enough.
+constexpr auto kFinalizeGrace = std::chrono::milliseconds(1000);
+
 void CommunicatorImpl::leave_job() {
   Session& session = *session_;
   const bootstrap::JobInfo& job = session.job;
+  p2p::Progress* progress = session.operations();
+  p2p::Engine* engine = session.engine.get();
   // Nobody tears down its transport while a peer may still read from it, and
   // everyone keeps progressing until all have arrived: a peer may still need
-  // a retransmission from us (UD mode repairs losses in software).
-  p2p::Engine* engine = session.engine.get();
-  session.bootstrap->barrier("chorus/finalize", [engine] {
-    if (engine != nullptr) engine->progress();
-  });
+  // a retransmission from us (UD mode repairs losses in software), and the
+  // operations still outstanding move on (a peer's receive or send matches
+  // them).
+  auto drive = [engine, progress] {
+    if (progress != nullptr && progress->outstanding() > 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+      while (progress->outstanding() > 0 && std::chrono::steady_clock::now() < until) progress->poll();
+    } else if (engine != nullptr) {
+      engine->progress();
+    }
+  };
+  // Operations outstanding anywhere in the job: the ranks settle them
+  // together after the barrier. Only a rank that has some writes the key.
+  const std::string pending_key = concat(job.job_id, "/chorus/finalize/pending");
+  if (progress != nullptr && progress->outstanding() > 0) session.bootstrap->store().add(pending_key, 1);
+  session.bootstrap->barrier("chorus/finalize", drive);
+  if (session.bootstrap->store().add(pending_key, 0) > 0) settle_operations(progress, drive);
   // A caller's store (torch's TCPStore) is usually served by rank 0's process too.
   const bool store_launcher = job.launcher == kStoreLauncher;
   if (!job.rank0_serves && !store_launcher) return;
@@ -366,6 +467,21 @@ void CommunicatorImpl::leave_job() {
   std::vector<std::string> keys;
   for (int r = 1; r < job.size; ++r) keys.push_back(key(r));
   session.bootstrap->store().wait(keys);
+}
+
+// Every rank is in finalize, so no new send or receive will be posted: an
+// operation still outstanding completes only through what is already on its
+// way. Each rank drives its own until they are done or have not moved for
+// the grace, then all meet again, so that none cancels a rendezvous send a
+// peer is still reading (the sender sees no progress while the receiver
+// reads); FINs sent just before that second barrier arrive in a last short
+// round. What is left after it is cancelled by finalize.
+void CommunicatorImpl::settle_operations(p2p::Progress* progress, const std::function<void()>& drive) {
+  Session& session = *session_;
+  const auto grace = std::min<std::chrono::milliseconds>(kFinalizeGrace, session.settings.timeout);
+  if (progress != nullptr) progress->settle(grace);
+  session.bootstrap->barrier("chorus/finalize/settled", drive);  // every rank, with operations or not
+  if (progress != nullptr) progress->settle(std::chrono::milliseconds(100));
 }
 
 // --- chorus::Communicator ------------------------------------------------------

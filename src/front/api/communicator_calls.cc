@@ -102,7 +102,11 @@ const CommunicatorImpl::Shape& CommunicatorImpl::validated_shape(Collective op, 
     validate_shape(op, args);
     if (is_block_collective(op)) {
       // Its count arrays are part of its shape: checked, chosen and digested every call.
-      validate_block_collective(op, args, rank(), size());
+      try {
+        validate_block_collective(op, args, rank(), size());
+      } catch (const Error& e) {
+        fail_everywhere(op, args, e);  // this rank's buffers and counts: the others are in the call
+      }
       block_shape_ = make_shape(op, args);
       return block_shape_;
     }
@@ -148,12 +152,42 @@ void CommunicatorImpl::validate_shape(Collective op, const coll::Args& args) con
   }
 }
 
-void CommunicatorImpl::report_null_buffer(Collective op, const coll::Args& args) const {
-  if (args.send == nullptr && op != Collective::broadcast) {
-    fail(Status::invalid_argument, collective_name(op), ": null send buffer with count ", args.count);
-  }
-  fail(Status::invalid_argument, collective_name(op), ": null ", op == Collective::broadcast ? "" : "receive ",
-       "buffer with count ", args.count);
+void CommunicatorImpl::report_null_buffer(Collective op, const coll::Args& args) {
+  const bool send = args.send == nullptr && op != Collective::broadcast;
+  const char* role = send ? "send " : op == Collective::broadcast ? "" : "receive ";
+  fail_everywhere(op, args,
+                  Error(Status::invalid_argument,
+                        concat(collective_name(op), ": null ", role, "buffer with count ", args.count)));
+}
+
+// A bad buffer or count array is this rank's alone: the other ranks may
+// already be inside the call, waiting for this rank's messages or sending
+// it theirs (a gather's root). Failing here alone would leave them waiting
+// out CHORUS_TIMEOUT, or complete their side and leave messages that a later
+// call of this rank would find. So the call fails on every rank: this
+// rank's communicator becomes unusable and its departure, with this error,
+// is announced, so each other rank fails within about a second where it
+// waits for this rank (docs/errors.md, "Bad arguments"). Alone, nobody waits.
+void CommunicatorImpl::refuse_collective(Collective op, int root, const Error& cause) {
+  std::lock_guard lock(session_->mutex);
+  check_usable();
+  fail_everywhere(op, {nullptr, nullptr, 0, DataType::uint8, ReduceOp::sum, root}, cause);
+}
+
+void CommunicatorImpl::fail_everywhere(Collective op, const coll::Args& args, const Error& cause) {
+  if (size() == 1) throw cause;
+  ++*calls_made_;  // the call this rank fails in: the others in it are told
+  const bool root = has_root(op) && args.root == rank_;
+  const std::string_view name = collective_name(op);
+  std::string_view what = cause.what();
+  if (what.starts_with(name) && what.substr(name.size()).starts_with(": ")) what.remove_prefix(name.size() + 2);
+  const Error& error = become_unusable(
+      Error(cause.status(), concat(name, " on rank ", rank_, root ? " (the root)" : "", " failed: ", what,
+                                   "; the other ranks cannot complete this call without this rank's part, so it "
+                                   "fails on every rank and the communicator is unusable")));
+  session_->announce_departure(error.what(), true);
+  session_->note_reported(error);
+  throw error;
 }
 
 const coll::Algorithm& CommunicatorImpl::choose(Collective op, size_t bytes) const {
@@ -316,7 +350,7 @@ void CommunicatorImpl::send(const void* buf, size_t bytes, int peer, int tag) {
   std::lock_guard lock(session_->mutex);
   check_usable();
   chorus::check_user_tag("send", tag, false);
-  check_message_bytes("send", bytes);
+  check_message("send", buf, bytes);
   const int engine_peer = engine_rank_of(peer, "send");
   note_call(0, "send", engine_peer);
   guarded("send", [&] {
@@ -329,7 +363,7 @@ Received CommunicatorImpl::recv(void* buf, size_t bytes, int peer, int tag) {
   std::lock_guard lock(session_->mutex);
   check_usable();
   chorus::check_user_tag("recv", tag, true);
-  check_message_bytes("recv", bytes);
+  check_message("recv", buf, bytes);
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "recv");
   note_call(0, "recv", engine_peer);
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;

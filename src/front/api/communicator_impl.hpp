@@ -22,6 +22,7 @@
 
 #include <chorus/chorus.hpp>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <atomic>
@@ -75,6 +76,22 @@ struct Session {
   // progress: what a rank that left is compared with (departures.hpp).
   std::unordered_map<uint32_t, uint64_t> calls_made;
   bootstrap::CurrentCall current_call;
+  // Non-blocking operations that failed. Finalize reports those whose error
+  // reached the application neither by a wait or test
+  // (Operation::error_reported) nor by a call that failed with it or with
+  // what caused it (`reported_failures`: the texts of the communicators'
+  // failures that calls have thrown): a detached request's error is
+  // reported somewhere, and the echo of a failure already reported is not.
+  std::vector<std::shared_ptr<p2p::Operation>> failed_operations;
+  std::vector<std::string> reported_failures;
+  void note_failure(p2p::Operation& operation) {
+    if (operation.error) failed_operations.push_back(operation.shared_from_this());
+  }
+  void note_reported(const Error& error) {
+    if (std::find(reported_failures.begin(), reported_failures.end(), error.what()) == reported_failures.end()) {
+      reported_failures.emplace_back(error.what());
+    }
+  }
 
   std::optional<Error> launcher_failure();
   // The engine's failure probe: chorusrun's record, or a rank that left
@@ -115,10 +132,14 @@ struct CallRecord;  // one rank's call, as CHORUS_CHECK_CALLS compares it
 // it is an argument error before any data moves, never a wrapped size later.
 inline constexpr size_t kMaxCallBytes = size_t{1} << 60;
 
-inline void check_message_bytes(const char* what, size_t bytes) {
+// A point-to-point call's buffer and size, checked before the engine sees
+// them: an engine error would make the communicator unusable, and a bad
+// argument of one rank's send or receive concerns that call alone.
+inline void check_message(const char* what, const void* buf, size_t bytes) {
   if (bytes > kMaxCallBytes) {
     fail(Status::invalid_argument, what, ": ", bytes, " bytes is more than the largest message chorus accepts (2^60)");
   }
+  if (buf == nullptr && bytes != 0) fail(Status::invalid_argument, what, ": null buffer with ", bytes, " bytes");
 }
 
 // JobInfo::launcher of a communicator made by init(rank, size, store).
@@ -151,6 +172,9 @@ class CommunicatorImpl {
 
   // Runs one collective (arguments in the public API's conventions).
   void run(Collective op, const coll::Args& args);
+  // A bad argument of this rank's that the C API finds before run()
+  // (CHORUS_IN_PLACE off the root): as fail_everywhere, under the lock.
+  [[noreturn, gnu::cold]] void refuse_collective(Collective op, int root, const Error& cause);
   void send(const void* buf, size_t bytes, int peer, int tag);
   // peer may be kAnySource and tag kAnyTag; returns what was received.
   Received recv(void* buf, size_t bytes, int peer, int tag);
@@ -191,6 +215,10 @@ class CommunicatorImpl {
   void connect();
   topology::Placement place(const topology::NicDescription& nic, const std::string& host) const;
   void leave_job();
+  // World finalize with non-blocking operations anywhere in the job: lets
+  // them complete, then cancels what cannot (communicator.cc).
+  void settle_operations(p2p::Progress* progress, const std::function<void()>& drive);
+  std::optional<Error> report_operations(const std::vector<std::shared_ptr<p2p::Operation>>& cancelled);
   // Throws if the communicator was finalized, its world was, or an earlier
   // error made it unusable; inline, as every call asks.
   void check_usable() const {
@@ -226,7 +254,12 @@ class CommunicatorImpl {
   const Shape& validated_shape(Collective op, const coll::Args& args);
   Shape make_shape(Collective op, const coll::Args& args) const;
   void validate_shape(Collective op, const coll::Args& args) const;  // count, datatype, op, root
-  [[noreturn, gnu::cold]] void report_null_buffer(Collective op, const coll::Args& args) const;
+  [[noreturn, gnu::cold]] void report_null_buffer(Collective op, const coll::Args& args);
+  // A bad argument of this rank's (a buffer, a count array) in a collective
+  // of several ranks: fails the call on every rank (communicator_calls.cc).
+  // Alone, throws `cause`. Under the lock.
+  [[noreturn, gnu::cold]] void fail_everywhere(Collective op, const coll::Args& args, const Error& cause);
+
   void run_locked(Collective op, const coll::Args& args);
   void run_single_rank(Collective op, const coll::Args& args);
   // Validation done (`shape` is validated_shape's): takes the call's
@@ -327,12 +360,16 @@ inline void CommunicatorImpl::guarded(const char* what, Body&& body) {
     // The rank the launcher saw die is the cause, also when the error names
     // another peer (one that left because of it).
     const int peer = cause && cause->peer() >= 0 ? cause->peer() : e.peer();
-    throw become_unusable(Error(e.status(),
-                                concat(what, " on rank ", rank_, " failed: ", e.what(),
-                                       cause ? concat("; ", cause->what()) : std::string()),
-                                peer));
+    const Error& failure = become_unusable(Error(e.status(),
+                                                 concat(what, " on rank ", rank_, " failed: ", e.what(),
+                                                        cause ? concat("; ", cause->what()) : std::string()),
+                                                 peer));
+    session_->note_reported(failure);
+    throw failure;
   } catch (const std::exception& e) {
-    throw become_unusable(Error(Status::internal, concat(what, " on rank ", rank_, " failed: ", e.what())));
+    const Error& failure = become_unusable(Error(Status::internal, concat(what, " on rank ", rank_, " failed: ", e.what())));
+    session_->note_reported(failure);
+    throw failure;
   }
 }
 

@@ -68,6 +68,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
   }
   auto operation = std::make_shared<p2p::Operation>(name);
   operation->owner = this;
+  operation->call = *calls_made_;
   coll::Scratch* const call_scratch = scratch.get();
   operation->resources = std::move(scratch);
   ++outstanding_operations_;
@@ -77,6 +78,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
     --outstanding_operations_;
     if (done.resources) spare_scratch_.push_back(std::static_pointer_cast<coll::Scratch>(std::move(done.resources)));
     if (done.error && !sticky_error_) become_unusable(*done.error);  // a detached one's error still counts
+    session_->note_failure(done);
   };
   const bool large = payload_bytes(op, args, size()) >= kLargeOperationBytes;
   session_->nonblocking().start_collective(
@@ -90,11 +92,14 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
   std::lock_guard lock(session_->mutex);
   check_usable();
   chorus::check_user_tag("isend", tag, false);
-  check_message_bytes("isend", bytes);
+  check_message("isend", buf, bytes);
   const int engine_peer = engine_rank_of(peer, "isend");
   note_call(0, "isend", engine_peer);
   auto operation = std::make_shared<p2p::Operation>("isend");
   operation->owner = this;
+  operation->peer = peer;
+  operation->tag = tag;
+  operation->bytes = bytes;
   guarded("isend", [&] {
     operation->request = session_->engine->isend(engine_peer, p2p::CallTag::point_to_point(context_id_, tag), buf, bytes);
   });
@@ -103,6 +108,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
       done.error = become_unusable(
           Error(done.error->status(), concat("isend on rank ", rank_, " failed: ", done.error->what()), done.error->peer()));
     }
+    session_->note_failure(done);
   };
   session_->nonblocking().start_point_to_point(operation, bytes >= kLargeOperationBytes);
   return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
@@ -112,12 +118,15 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
   std::lock_guard lock(session_->mutex);
   check_usable();
   chorus::check_user_tag("irecv", tag, true);
-  check_message_bytes("irecv", bytes);
+  check_message("irecv", buf, bytes);
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "irecv");
   note_call(0, "irecv", engine_peer);
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
   auto operation = std::make_shared<p2p::Operation>("irecv");
   operation->owner = this;
+  operation->peer = peer;
+  operation->tag = tag;
+  operation->bytes = bytes;
   guarded("irecv", [&] {
     operation->request = session_->engine->irecv(
         engine_peer, p2p::CallTag::point_to_point(context_id_, tag == kAnyTag ? 0 : tag), buf, bytes, mask);
@@ -130,6 +139,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
       done.error = Error(done.error->status(), concat("irecv on rank ", rank_, " failed: ", done.error->what()),
                          done.error->peer());
       if (sticky && !sticky_error_) become_unusable(*done.error);
+      session_->note_failure(done);
       return;
     }
     const int source = rank_of_engine_rank_[static_cast<size_t>(done.completion.source)];
@@ -165,9 +175,21 @@ void Request::wait() {
   Received got;
   settle(state_, got);  // empty whatever the outcome
   p2p::Operation& operation = *state->operation;
-  if (!operation.complete.load(std::memory_order_acquire)) state->session->operations()->wait(operation);
+  if (!operation.complete.load(std::memory_order_acquire)) {
+    p2p::Progress* progress = state->session->operations();
+    if (progress == nullptr) fail(Status::finalized, "wait on a request whose communicator was finalized");
+    try {
+      progress->wait(operation);
+    } catch (const Error&) {
+      operation.error_reported.store(true);
+      throw;
+    }
+  }
   received_ = operation.received;
-  if (operation.error) throw *operation.error;
+  if (operation.error) {
+    operation.error_reported.store(true);
+    throw *operation.error;
+  }
 }
 
 bool Request::test() {
@@ -178,6 +200,7 @@ bool Request::test() {
     try {
       done = state_->session->operations()->test(operation);
     } catch (const Error&) {
+      operation.error_reported.store(true);
       settle(state_, received_);
       throw;
     }
@@ -185,7 +208,10 @@ bool Request::test() {
   if (!done) return false;
   std::shared_ptr<RequestState> state = state_;
   settle(state_, received_);
-  if (operation.error) throw *operation.error;
+  if (operation.error) {
+    operation.error_reported.store(true);
+    throw *operation.error;
+  }
   return true;
 }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -159,7 +160,14 @@ int error_class_of(chorus::Status status) {
   _exit(status);
 }
 
+namespace {
+std::atomic<uint64_t> raised{0};
+}  // namespace
+
+uint64_t errors_raised() { return raised.load(); }
+
 int raise(MPI_Comm comm, int error_class, const std::string& message) {
+  raised.fetch_add(1);
   const MPI_Comm target = valid_comm(comm) ? comm : MPI_COMM_WORLD;
   const int code = make_code(error_class, message);
   if (target->errhandler == nullptr || target->errhandler->fatal) {

@@ -79,11 +79,23 @@ void initialize(int required, int* provided) {
 }
 
 void finalize() {
-  complete_detached_requests();  // MPI_Request_free'd operations still finish
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  // Sub-communicators first (local), then the world (collective: no rank
-  // leaves while a peer may still read from it).
+  s.initialized = false;
+  s.finalized = true;
+  // The world first (collective): it lets every outstanding operation, of
+  // every communicator and MPI_Request_free'd ones too, complete, cancels
+  // what is still unmatched after every rank has arrived and names it (a
+  // sub-communicator freed first would wait for its own for CHORUS_TIMEOUT).
+  std::unique_ptr<chorus::Communicator> world(chorus_mpi_comm_world.chorus);
+  chorus_mpi_comm_world.chorus = nullptr;
+  std::optional<chorus::Error> failure;
+  try {
+    world->finalize();
+  } catch (const chorus::Error& e) {
+    failure = e;
+  }
+  const std::optional<std::string> detached_error = settle_detached_requests();
   for (MPI_Comm comm : s.user_comms) {
     release(comm);
     comm->magic = 0;
@@ -93,11 +105,10 @@ void finalize() {
   release(MPI_COMM_SELF);
   delete chorus_mpi_comm_world.internal;
   chorus_mpi_comm_world.internal = nullptr;
-  s.initialized = false;
-  s.finalized = true;
-  std::unique_ptr<chorus::Communicator> world(chorus_mpi_comm_world.chorus);
-  chorus_mpi_comm_world.chorus = nullptr;
-  world->finalize();
+  if (failure) throw *failure;
+  if (detached_error) {
+    fail(MPI_ERR_REQUEST, "a request given to MPI_Request_free failed and no call reported it: ", *detached_error);
+  }
 }
 
 }  // namespace

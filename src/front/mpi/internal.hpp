@@ -119,6 +119,9 @@ template <class... Args>
 // to the error handler of `comm` (or MPI_COMM_WORLD's if comm is not a valid
 // communicator). Returns the code unless the handler ends the process.
 int raise(MPI_Comm comm, int error_class, const std::string& message);
+// How many errors raise() has raised so far (a freed request's error is
+// reported by MPI_Finalize only if no call reported one since).
+uint64_t errors_raised();
 // The error class of a chorus failure.
 int error_class_of(chorus::Status status);
 // Name of an error class ("MPI_ERR_TRUNCATE"), or nullptr.

@@ -18,6 +18,10 @@ namespace {
 struct Detached {
   std::mutex mutex;
   std::list<RequestPtr> requests;
+  // The first error a freed request met, with errors_raised() at that time:
+  // MPI_Finalize reports it unless an MPI call has reported an error since.
+  std::optional<std::string> first_error;
+  uint64_t raised_before = 0;
 };
 Detached& detached() {
   static Detached* list = new Detached();  // never destroyed: MPI may be used from atexit handlers
@@ -98,8 +102,13 @@ void reap_detached() {
     try {
       done = (*it)->operation.test();
       if (done) settle(**it, MPI_STATUS_IGNORE);
-    } catch (const std::exception&) {
-      // chorus reports the failure on the communicator's next call.
+    } catch (const std::exception& e) {
+      // chorus reports the failure on the communicator's next call, or
+      // MPI_Finalize does.
+      if (!detached().first_error) {
+        detached().first_error = e.what();
+        detached().raised_before = errors_raised();
+      }
     }
     it = done ? list.erase(it) : std::next(it);
   }
@@ -170,17 +179,22 @@ void wait_unpublished(chorus_mpi_request& request, MPI_Status* status) {
   settle(request, status);
 }
 
-void complete_detached_requests() {
+std::optional<std::string> settle_detached_requests() {
   std::lock_guard lock(detached().mutex);
+  // After the world's finalize: each one has completed or was cancelled
+  // (finalize named those), so testing does not wait.
   for (RequestPtr& request : detached().requests) {
     try {
-      request->operation.wait();
-      settle(*request, MPI_STATUS_IGNORE);
+      if (request->operation.test()) settle(*request, MPI_STATUS_IGNORE);
     } catch (const std::exception&) {
-      // Leaving anyway; the communicator reports it if it is used again.
+      // Cancelled or failed: the world's finalize reported it.
     }
   }
   detached().requests.clear();
+  std::optional<std::string> error = std::move(detached().first_error);
+  detached().first_error.reset();
+  if (error && errors_raised() != detached().raised_before) error.reset();  // reported by a later call
+  return error;
 }
 
 }  // namespace chorus::mpi

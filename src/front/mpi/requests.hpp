@@ -12,6 +12,8 @@
 #include "mpi/internal.hpp"
 
 #include <functional>
+#include <optional>
+#include <string>
 
 struct chorus_mpi_request {
   uint32_t magic;
@@ -85,7 +87,10 @@ void set_empty_status(MPI_Status* status);
 void set_status(MPI_Status* status, int source, int tag, size_t bytes);
 
 // Requests given to MPI_Request_free that had not completed: completed by
-// later MPI_Wait*/MPI_Test* calls and at the latest by MPI_Finalize.
-void complete_detached_requests();
+// later MPI_Wait*/MPI_Test* calls and at the latest by MPI_Finalize, whose
+// world finalize cancels what is still unmatched. After it, this settles
+// them and returns the first error a freed request met that no MPI call has
+// reported since (MPI_Finalize raises it).
+std::optional<std::string> settle_detached_requests();
 
 }  // namespace chorus::mpi
