@@ -119,8 +119,8 @@ int Progress::poll() { return engine_.poll_transport() + advance(); }
 template <class Describe>
 void Progress::probe_for_failures(const Describe& describe, Clock::time_point now, Clock::time_point& next_probe) {
   if (!failure_probe_ || now < next_probe) return;
-  next_probe = now + ProgressRules::kFailureProbeInterval;
-  if (std::optional<Error> failure = failure_probe_()) {
+  next_probe = now + ProgressRules::kStalledProbeInterval;
+  if (std::optional<Error> failure = failure_probe_(/*stalled=*/true)) {
     throw Error(failure->status(),
                 concat("rank ", engine_.rank(), " stopped waiting for ", describe().what, ": ", failure->what()),
                 failure->peer());
@@ -538,8 +538,14 @@ void Progress::complete_all(std::unique_lock<DriverMutex>& lock, const void* own
 void Progress::check_stalled(Clock::time_point now) {
   if (operations_.empty()) return;
   if (now >= next_probe_) {
-    next_probe_ = now + ProgressRules::kFailureProbeInterval;
-    if (std::optional<Error> failure = probe_failure()) {
+    // Stalled: an operation has waited for one message for a probe interval.
+    const bool stalled = std::any_of(operations_.begin(), operations_.end(), [&](const auto& operation) {
+      return operation->fiber && operation->awaited.valid() &&
+             now - operation->awaited_since >= ProgressRules::kFailureProbeInterval;
+    });
+    next_probe_ = now + (stalled ? std::chrono::duration_cast<Clock::duration>(ProgressRules::kStalledProbeInterval)
+                                 : std::chrono::duration_cast<Clock::duration>(ProgressRules::kFailureProbeInterval));
+    if (std::optional<Error> failure = probe_failure(stalled)) {
       fail_all(*failure);
       return;
     }

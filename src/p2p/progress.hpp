@@ -169,6 +169,12 @@ struct ProgressRules {
   // A long wait asks the launcher whether a rank failed at most this often,
   // so survivors learn of a death in about a second, not after the timeout.
   static constexpr auto kFailureProbeInterval = std::chrono::seconds(1);
+  // After its first probe, a wait that is still stalled probes this often:
+  // the probe then also compares the ranks' calls through the store, and a
+  // rank that finds them different tells the others there (docs/errors.md,
+  // "Misuse"); the probe's launcher and departure questions stay at one a
+  // second (Session::peer_failure).
+  static constexpr auto kStalledProbeInterval = std::chrono::milliseconds(250);
   // Reading the clock costs as much as an empty poll of shared memory (more
   // in a VM): a wait reads it only every this many empty polls.
   static constexpr int kEmptyPollsPerClockRead = 32;
@@ -215,8 +221,11 @@ class Progress {
   // Whether this thread runs an operation's fiber (its waits suspend).
   bool on_operation_fiber() const { return running_ != nullptr && Fiber::current() != nullptr; }
   bool waiter_yields() const { return rules_.waiter_yields; }
-  void set_failure_probe(std::function<std::optional<Error>()> probe) { failure_probe_ = std::move(probe); }
-  std::optional<Error> probe_failure() { return failure_probe_ ? failure_probe_() : std::nullopt; }
+  // `stalled`: asked by a wait (or for an operation) that has made no
+  // progress for kFailureProbeInterval, not by the progress thread's routine
+  // round while operations move on.
+  void set_failure_probe(std::function<std::optional<Error>(bool stalled)> probe) { failure_probe_ = std::move(probe); }
+  std::optional<Error> probe_failure(bool stalled = true) { return failure_probe_ ? failure_probe_(stalled) : std::nullopt; }
 
   // --- non-blocking operations ---
 
@@ -292,7 +301,7 @@ class Progress {
 
   Engine::Impl& engine_;
   const ProgressRules rules_;
-  std::function<std::optional<Error>()> failure_probe_;
+  std::function<std::optional<Error>(bool stalled)> failure_probe_;
   Operation* running_ = nullptr;  // the operation whose fiber step() resumed
 
   // Non-blocking operations (enable_operations).
