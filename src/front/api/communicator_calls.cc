@@ -197,7 +197,7 @@ void CommunicatorImpl::run(Collective op, const coll::Args& args) {
 
 void CommunicatorImpl::run_locked(Collective op, const coll::Args& user_args) {
   const Shape& shape = validated_shape(op, user_args);
-  note_collective(op, collective_name(op).data(), shape, /*nonblocking=*/false);
+  note_collective(op, collective_name(op), shape, /*nonblocking=*/false);
   if (size() == 1) return run_single_rank(op, user_args);
   // Most calls need nothing of prepare() but the shape's algorithm and
   // digest and one sequence number (the one prepare() would take): no copy

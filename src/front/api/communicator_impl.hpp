@@ -313,7 +313,7 @@ class CommunicatorImpl {
   // Records the call in progress for the failure probe; `calls` 0 = point-to-point.
   void note_call(uint64_t calls, std::string_view what, int peer);
   // note_call for a collective, and its entry in the session's ledger.
-  void note_collective(Collective op, const char* what, const Shape& shape, bool nonblocking) {
+  void note_collective(Collective op, std::string_view what, const Shape& shape, bool nonblocking) {
     const uint64_t calls = ++*calls_made_;
     note_call(calls, what, -1);
     LedgerEntry& entry = session_->ledger.add();
