@@ -32,6 +32,7 @@
 #include "common/log.hpp"
 
 #include <algorithm>
+#include <array>
 #include <string>
 #include <thread>
 
@@ -162,9 +163,17 @@ void Session::record_disagreement(uint64_t communicator, const Error& error) {
 std::optional<Error> Session::compare_calls() {
   if (!bootstrap || !bootstrap->store_answers() || ledger.next == 0) return std::nullopt;
   try {
-    // A disagreement another rank found, on a communicator of these calls.
+    // A disagreement another rank found, on a communicator of these calls
+    // (one request per communicator).
+    std::array<uint64_t, CallLedger::kKept> asked{};
+    size_t asked_count = 0;
     for (uint64_t seq = ledger.next > CallLedger::kKept ? ledger.next - CallLedger::kKept : 0; seq < ledger.next; ++seq) {
       const LedgerEntry& entry = ledger.entries[seq & (CallLedger::kKept - 1)];
+      if (std::find(asked.begin(), asked.begin() + static_cast<std::ptrdiff_t>(asked_count), entry.communicator) !=
+          asked.begin() + static_cast<std::ptrdiff_t>(asked_count)) {
+        continue;
+      }
+      asked[asked_count++] = entry.communicator;
       if (std::optional<Error> known = known_disagreement(entry.communicator)) return known;
     }
     bootstrap::StoreAccess& store = bootstrap->store();
