@@ -169,12 +169,22 @@ struct ProgressRules {
   // A long wait asks the launcher whether a rank failed at most this often,
   // so survivors learn of a death in about a second, not after the timeout.
   static constexpr auto kFailureProbeInterval = std::chrono::seconds(1);
-  // After its first probe, a wait that is still stalled probes this often:
-  // the probe then also compares the ranks' calls through the store, and a
-  // rank that finds them different tells the others there (docs/errors.md,
-  // "Misuse"); the probe's launcher and departure questions stay at one a
-  // second (Session::peer_failure).
-  static constexpr auto kStalledProbeInterval = std::chrono::milliseconds(250);
+  // After its first probe, a wait that is still stalled probes this often
+  // until it is kFastProbesUntil old, then once a kFailureProbeInterval: the
+  // probe also compares the ranks' calls through the store, and a rank that
+  // finds them different tells the others there, who must learn it within
+  // a fraction of a second (docs/errors.md, "How every rank learns of a
+  // disagreement"). Such a probe costs one store request; the launcher and
+  // departure questions stay at one a second (Session::peer_failure).
+  static constexpr auto kStalledProbeInterval = std::chrono::milliseconds(100);
+  static constexpr auto kFastProbesUntil = std::chrono::seconds(3);
+  // When a stalled wait that began at `started` probes next, having probed at `now`.
+  template <class TimePoint>
+  static TimePoint next_stalled_probe(TimePoint started, TimePoint now) {
+    return now + (now - started < kFastProbesUntil
+                      ? std::chrono::duration_cast<typename TimePoint::duration>(kStalledProbeInterval)
+                      : std::chrono::duration_cast<typename TimePoint::duration>(kFailureProbeInterval));
+  }
   // Reading the clock costs as much as an empty poll of shared memory (more
   // in a VM): a wait reads it only every this many empty polls.
   static constexpr int kEmptyPollsPerClockRead = 32;
@@ -279,7 +289,8 @@ class Progress {
   void check_stalled(Clock::time_point now);
   // The failure probe, at most once per interval: throws what it found.
   template <class Describe>
-  void probe_for_failures(const Describe& describe, Clock::time_point now, Clock::time_point& next_probe);
+  void probe_for_failures(const Describe& describe, Clock::time_point started, Clock::time_point now,
+                          Clock::time_point& next_probe);
   // Nothing to do for a waiter: sleep on the transport's fd if it has one
   // (`blocking`), else yield.
   void idle(Clock::duration remaining, bool blocking);

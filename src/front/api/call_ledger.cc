@@ -15,8 +15,9 @@
 //    ".../first". A later arrival compares its digest with the first's;
 //  - a rank whose digest differs writes the disagreement, naming both calls,
 //    under "<job>/chorus/mismatch/<communicator>", and fails with it;
-//  - every stalled wait reads that key four times a second, so the other
-//    ranks fail with the same text (invalid_argument) within about 250 ms;
+//  - every stalled wait reads that key ten times a second (for its first
+//    three seconds; then once a second), so the other ranks fail with the
+//    same text (invalid_argument) within about 100 ms;
 //  - a rank that found a disagreement itself (a digest, a board slot, a stray
 //    message) publishes its calls at once and waits up to
 //    kNameDisagreementWithin for the store to name both calls (the other

@@ -62,7 +62,7 @@ class LocalLiveness {
 // One collective call of this process, as the ranks compare their calls
 // through the store when they disagree (call_ledger.cc).
 struct LedgerEntry {
-  uint64_t communicator = 0;  // CommunicatorImpl::ledger_id(): context id and members
+  uint64_t communicator = 0;  // CommunicatorImpl::ledger_id_: its context id and members
   uint64_t calls = 0;         // the call's number on it (Session::calls_made); 0: none
   uint64_t count = 0;
   const coll::Algorithm* algorithm = nullptr;
@@ -79,7 +79,8 @@ struct LedgerEntry {
 // rank writes one entry per call (a few stores: the whole cost of this on
 // the call path) and reads them only when a wait stalls or it found that a
 // peer made another call: it then publishes them in the store and compares
-// them with the other ranks' (docs/errors.md, "Misuse by the application").
+// them with the other ranks' (docs/errors.md, "How every rank learns of a
+// disagreement").
 struct CallLedger {
   static constexpr uint64_t kKept = 4;  // a power of two
   std::array<LedgerEntry, kKept> entries{};

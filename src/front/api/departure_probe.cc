@@ -14,7 +14,7 @@ std::optional<Error> Session::peer_failure(bool stalled) {
   if (stalled) {
     if (std::optional<Error> disagreement = compare_calls()) return disagreement;
   }
-  // A stalled wait probes four times a second; the launcher and the
+  // A stalled wait probes ten times a second at first; the launcher and the
   // departures are asked about once a second, as before.
   const auto now = std::chrono::steady_clock::now();
   if (now < next_departure_probe) return std::nullopt;
