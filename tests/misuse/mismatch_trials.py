@@ -97,7 +97,8 @@ def names_call(text, description):
 
 def run_job(args, number, job):
     command = [args.chorusrun, "-n", str(job["ranks"]), "--timeout", str(args.timeout), "--failure-grace",
-               str(args.timeout), "--transport", job["transport"], args.program, "--call", job["normal"].spec(),
+               str(args.timeout), "--transport", job["transport"], *args.launcher_args, args.program,
+               "--call", job["normal"].spec(),
                "--odd-call", job["odd_call"].spec(), "--odd", str(job["odd"])]
     started = time.monotonic()
     try:
@@ -162,6 +163,8 @@ def main():
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset of " + ",".join(KINDS))
     parser.add_argument("--transports", default="shm,tcp", help="comma-separated subset of shm,tcp")
     parser.add_argument("--verbose", action="store_true", help="print every job's output")
+    parser.add_argument("launcher_args", nargs="*", metavar="-- CHORUSRUN_ARGS",
+                        help="more chorusrun options for every job, e.g. -- -x CHORUS_PROGRESS=caller")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     print(f"mismatch_trials: seed {seed}, {args.jobs} jobs", flush=True)
