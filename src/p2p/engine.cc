@@ -310,7 +310,7 @@ bool Engine::oversubscribed() const { return impl_->progress_engine().waiter_yie
 void Engine::wait_until(const std::function<bool()>& done, const std::function<Waiting()>& waiting_for) {
   impl_->wait_until(done, waiting_for);
 }
-void Engine::set_failure_probe(std::function<std::optional<Error>()> probe) {
+void Engine::set_failure_probe(std::function<std::optional<Error>(bool stalled)> probe) {
   impl_->progress_engine().set_failure_probe(std::move(probe));
 }
 void Engine::flush_sends(std::chrono::milliseconds linger, std::chrono::milliseconds limit) noexcept {
@@ -320,7 +320,7 @@ void Engine::set_timeout(std::chrono::milliseconds timeout) { impl_->set_timeout
 std::chrono::milliseconds Engine::timeout() const { return impl_->settings().timeout; }
 bool Engine::finished(const Request& request) const { return impl_->finished(request); }
 Error Engine::timeout_error(const Request& request) { return impl_->timeout_error(request); }
-std::optional<Error> Engine::probe_failure() { return impl_->progress_engine().probe_failure(); }
+std::optional<Error> Engine::probe_failure() { return impl_->progress_engine().probe_failure(/*stalled=*/true); }
 size_t Engine::unexpected_count() const { return impl_->unexpected_count(); }
 std::optional<std::pair<int, Tag>> Engine::find_unexpected(const std::function<bool(int, Tag)>& match) const {
   return impl_->find_unexpected(match);

@@ -106,7 +106,7 @@ class Engine {
   // The error a wait on `request` that made no progress for the whole
   // timeout reports (which peer, what it waited for, the transport's view).
   Error timeout_error(const Request& request);
-  // Asks the failure probe now (see set_failure_probe).
+  // Asks the failure probe now (see set_failure_probe), as a stalled wait.
   std::optional<Error> probe_failure();
   // Messages that arrived and match no receive yet. A collective that has
   // completed with one of its own still queued, or with one of a call that
@@ -140,9 +140,12 @@ class Engine {
   // when idle and never sleeps on the transport's fd. `waiting_for` is
   // asked only for an error (timeout, a failed peer).
   void wait_until(const std::function<bool()>& done, const std::function<Waiting()>& waiting_for);
-  // Called about once a second while a wait makes no progress; an error it
-  // returns (a rank the launcher saw die) ends the wait with that error.
-  void set_failure_probe(std::function<std::optional<Error>()> probe);
+  // Called once a wait has made no progress for a second, then four times a
+  // second (`stalled` true), and about once a second by the progress thread
+  // while non-blocking operations are outstanding (`stalled` true only when
+  // one has waited a second); an error it returns (a rank the launcher saw
+  // die, ranks whose calls differ) ends the wait with that error.
+  void set_failure_probe(std::function<std::optional<Error>(bool stalled)> probe);
   // Before teardown: progresses for at least `linger` and until the
   // transport has no send left to push out, at most `limit`. Errors are
   // ignored (the caller is leaving). A rank that exits on an error thus still

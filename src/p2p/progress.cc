@@ -117,10 +117,11 @@ int Progress::poll() { return engine_.poll_transport() + advance(); }
 // interval), so survivors learn of a death in about a second, not after
 // CHORUS_TIMEOUT.
 template <class Describe>
-void Progress::probe_for_failures(const Describe& describe, Clock::time_point now, Clock::time_point& next_probe) {
+void Progress::probe_for_failures(const Describe& describe, Clock::time_point started, Clock::time_point now,
+                                  Clock::time_point& next_probe) {
   if (!failure_probe_ || now < next_probe) return;
-  next_probe = now + ProgressRules::kFailureProbeInterval;
-  if (std::optional<Error> failure = failure_probe_()) {
+  next_probe = ProgressRules::next_stalled_probe(started, now);
+  if (std::optional<Error> failure = failure_probe_(/*stalled=*/true)) {
     throw Error(failure->status(),
                 concat("rank ", engine_.rank(), " stopped waiting for ", describe().what, ": ", failure->what()),
                 failure->peer());
@@ -132,7 +133,7 @@ void Progress::probe_for_failures(const Describe& describe, Clock::time_point no
 // later one restarts the spin window if anything happened in between.
 template <class Done, class Timeout, class Describe>
 void Progress::wait_loop(Done done, const Timeout& timeout, const Describe& describe, bool blocking) {
-  Clock::time_point deadline, spin_until, next_probe;
+  Clock::time_point started, deadline, spin_until, next_probe;
   bool clock_started = false;
   int empty_polls = 0;
   bool progressed = false;
@@ -148,6 +149,7 @@ void Progress::wait_loop(Done done, const Timeout& timeout, const Describe& desc
     const auto now = Clock::now();
     if (!clock_started) {
       clock_started = true;
+      started = now;
       deadline = now + engine_.settings().timeout;
       next_probe = now + ProgressRules::kFailureProbeInterval;
       progressed = true;
@@ -157,7 +159,7 @@ void Progress::wait_loop(Done done, const Timeout& timeout, const Describe& desc
       progressed = false;
     }
     if (now >= deadline) throw timeout();
-    probe_for_failures(describe, now, next_probe);
+    probe_for_failures(describe, started, now, next_probe);
     // Another thread of the application wants the lock (to post, test or
     // wait): let it in, whatever this wait is for.
     if (mutex_ != nullptr && mutex_->wanted()) {
@@ -587,8 +589,20 @@ void Progress::cancel_all(const std::function<Error(const Operation&)>& why) {
 void Progress::check_stalled(Clock::time_point now) {
   if (operations_.empty()) return;
   if (now >= next_probe_) {
-    next_probe_ = now + ProgressRules::kFailureProbeInterval;
-    if (std::optional<Error> failure = probe_failure()) {
+    // Stalled: an operation has waited for one message for a probe
+    // interval; the most recent such stall sets the pace.
+    bool stalled = false;
+    Clock::time_point latest_stall{};
+    for (const auto& operation : operations_) {
+      if (operation->fiber && operation->awaited.valid() &&
+          now - operation->awaited_since >= ProgressRules::kFailureProbeInterval) {
+        stalled = true;
+        latest_stall = std::max(latest_stall, operation->awaited_since);
+      }
+    }
+    next_probe_ = stalled ? ProgressRules::next_stalled_probe(latest_stall, now)
+                          : now + std::chrono::duration_cast<Clock::duration>(ProgressRules::kFailureProbeInterval);
+    if (std::optional<Error> failure = probe_failure(stalled)) {
       fail_all(*failure);
       return;
     }

@@ -182,6 +182,22 @@ struct ProgressRules {
   // A long wait asks the launcher whether a rank failed at most this often,
   // so survivors learn of a death in about a second, not after the timeout.
   static constexpr auto kFailureProbeInterval = std::chrono::seconds(1);
+  // After its first probe, a wait that is still stalled probes this often
+  // until it is kFastProbesUntil old, then once a kFailureProbeInterval: the
+  // probe also compares the ranks' calls through the store, and a rank that
+  // finds them different tells the others there, who must learn it within
+  // a fraction of a second (docs/errors.md, "How every rank learns of a
+  // disagreement"). Such a probe costs one store request; the launcher and
+  // departure questions stay at one a second (Session::peer_failure).
+  static constexpr auto kStalledProbeInterval = std::chrono::milliseconds(100);
+  static constexpr auto kFastProbesUntil = std::chrono::seconds(3);
+  // When a stalled wait that began at `started` probes next, having probed at `now`.
+  template <class TimePoint>
+  static TimePoint next_stalled_probe(TimePoint started, TimePoint now) {
+    return now + (now - started < kFastProbesUntil
+                      ? std::chrono::duration_cast<typename TimePoint::duration>(kStalledProbeInterval)
+                      : std::chrono::duration_cast<typename TimePoint::duration>(kFailureProbeInterval));
+  }
   // Reading the clock costs as much as an empty poll of shared memory (more
   // in a VM): a wait reads it only every this many empty polls.
   static constexpr int kEmptyPollsPerClockRead = 32;
@@ -228,8 +244,11 @@ class Progress {
   // Whether this thread runs an operation's fiber (its waits suspend).
   bool on_operation_fiber() const { return running_ != nullptr && Fiber::current() != nullptr; }
   bool waiter_yields() const { return rules_.waiter_yields; }
-  void set_failure_probe(std::function<std::optional<Error>()> probe) { failure_probe_ = std::move(probe); }
-  std::optional<Error> probe_failure() { return failure_probe_ ? failure_probe_() : std::nullopt; }
+  // `stalled`: asked by a wait (or for an operation) that has made no
+  // progress for kFailureProbeInterval, not by the progress thread's routine
+  // round while operations move on.
+  void set_failure_probe(std::function<std::optional<Error>(bool stalled)> probe) { failure_probe_ = std::move(probe); }
+  std::optional<Error> probe_failure(bool stalled = true) { return failure_probe_ ? failure_probe_(stalled) : std::nullopt; }
 
   // --- non-blocking operations ---
 
@@ -291,7 +310,8 @@ class Progress {
   void check_stalled(Clock::time_point now);
   // The failure probe, at most once per interval: throws what it found.
   template <class Describe>
-  void probe_for_failures(const Describe& describe, Clock::time_point now, Clock::time_point& next_probe);
+  void probe_for_failures(const Describe& describe, Clock::time_point started, Clock::time_point now,
+                          Clock::time_point& next_probe);
   // Nothing to do for a waiter: sleep on the transport's fd if it has one
   // (`blocking`), else yield.
   void idle(Clock::duration remaining, bool blocking);
@@ -313,7 +333,7 @@ class Progress {
 
   Engine::Impl& engine_;
   const ProgressRules rules_;
-  std::function<std::optional<Error>()> failure_probe_;
+  std::function<std::optional<Error>(bool stalled)> failure_probe_;
   Operation* running_ = nullptr;  // the operation whose fiber step() resumed
 
   // Non-blocking operations (enable_operations).

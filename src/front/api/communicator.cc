@@ -5,6 +5,7 @@
 
 #include "api/transport_factory.hpp"
 #include "common/error.hpp"
+#include "common/fnv.hpp"
 #include "common/foreign_signal_handlers.hpp"
 #include "common/log.hpp"
 
@@ -127,7 +128,7 @@ void CommunicatorImpl::connect() {
   auto addresses = session.bootstrap->all_gather("chorus/transport", session.transport->address());
   session.transport->connect(addresses);
   session.engine = std::make_unique<p2p::Engine>(*session.transport, job.rank, job.size, job.local_size, session.settings);
-  session.engine->set_failure_probe([&session] { return session.peer_failure(); });
+  session.engine->set_failure_probe([&session](bool stalled) { return session.peer_failure(stalled); });
   session.nonblocking();  // the engine's waits know the session's lock from the first call
   std::vector<int> everyone(static_cast<size_t>(job.size));
   std::iota(everyone.begin(), everyone.end(), 0);
@@ -158,6 +159,10 @@ void CommunicatorImpl::set_members(std::vector<int> engine_ranks, int rank) {
   calls_made_ = &session_->calls_made[context_id_];
   engine_ranks_ = std::move(engine_ranks);
   rank_ = rank;
+  // Disjoint groups of a split may share a context id: the members tell them apart.
+  uint64_t members = fnv1a::kOffsetBasis;
+  for (const int r : engine_ranks_) members = fnv1a::mix(members, static_cast<uint64_t>(r));
+  ledger_id_ = (static_cast<uint64_t>(context_id_) << 32) | static_cast<uint32_t>(members ^ (members >> 32));
   rank_of_engine_rank_.assign(static_cast<size_t>(session_->job.size), -1);
   for (size_t r = 0; r < engine_ranks_.size(); ++r) rank_of_engine_rank_[static_cast<size_t>(engine_ranks_[r])] = static_cast<int>(r);
 }

@@ -42,14 +42,15 @@ uint32_t call_digest(Collective op, const coll::Args& args, const coll::Algorith
   return folded == 0 ? 1 : folded;
 }
 
-std::string describe_call(Collective op, const coll::Args& args, std::string_view algorithm) {
-  if (op == Collective::barrier) return concat("barrier() with algorithm ", algorithm);
-  return concat(to_string(op), "(count ", args.count, " of ", to_string(args.dtype),
+}  // namespace
+
+std::string describe_call(Collective op, const coll::Args& args, std::string_view algorithm, bool nonblocking) {
+  const std::string_view i = nonblocking ? "i" : "";
+  if (op == Collective::barrier) return concat(i, "barrier() with algorithm ", algorithm);
+  return concat(i, to_string(op), "(count ", args.count, " of ", to_string(args.dtype),
                 is_reduction(op) ? concat(", op ", to_string(args.op)) : std::string(),
                 has_root(op) ? concat(", root ", args.root) : std::string(), ") with algorithm ", algorithm);
 }
-
-}  // namespace
 
 // One rank's call as CHORUS_CHECK_CALLS compares it (fixed layout: it is
 // allgathered as bytes).
@@ -57,17 +58,18 @@ struct CallRecord {
   int32_t op, dtype, reduce_op, root;
   uint64_t count;
   int32_t algorithm;  // index in coll::algorithms(op)
-  int32_t unused = 0;
+  int32_t nonblocking;
   bool operator==(const CallRecord&) const = default;
 };
 
 namespace {
 
-CallRecord record_of(Collective op, const coll::Args& args, const coll::Algorithm& algorithm) {
+CallRecord record_of(Collective op, const coll::Args& args, const coll::Algorithm& algorithm, bool nonblocking) {
   const auto all = coll::algorithms(op);
   const auto index = std::find(all.begin(), all.end(), &algorithm) - all.begin();
   return {static_cast<int32_t>(op), static_cast<int32_t>(args.dtype), is_reduction(op) ? static_cast<int32_t>(args.op) : 0,
-          has_root(op) ? args.root : 0, agreed_count(op, args).value_or(0), static_cast<int32_t>(index)};
+          has_root(op) ? args.root : 0, agreed_count(op, args).value_or(0), static_cast<int32_t>(index),
+          nonblocking ? 1 : 0};
 }
 
 std::string describe_record(const CallRecord& r) {
@@ -76,7 +78,7 @@ std::string describe_record(const CallRecord& r) {
   const std::string_view algorithm =
       r.algorithm >= 0 && static_cast<size_t>(r.algorithm) < all.size() ? all[static_cast<size_t>(r.algorithm)]->name : "?";
   coll::Args args{nullptr, nullptr, r.count, static_cast<DataType>(r.dtype), static_cast<ReduceOp>(r.reduce_op), r.root};
-  return describe_call(op, args, algorithm);
+  return describe_call(op, args, algorithm, r.nonblocking != 0);
 }
 
 }  // namespace
@@ -229,7 +231,7 @@ void CommunicatorImpl::run(Collective op, const coll::Args& args) {
 
 void CommunicatorImpl::run_locked(Collective op, const coll::Args& user_args) {
   const Shape& shape = validated_shape(op, user_args);
-  note_call(++*calls_made_, collective_name(op), -1);
+  note_collective(op, collective_name(op), shape, /*nonblocking=*/false);
   if (size() == 1) return run_single_rank(op, user_args);
   // Most calls need nothing of prepare() but the shape's algorithm and
   // digest and one sequence number (the one prepare() would take): no copy
@@ -266,7 +268,7 @@ void CommunicatorImpl::execute(const PreparedCall& call, coll::Scratch& scratch,
   const coll::Algorithm& algorithm = *call.algorithm;
   if (call.check_call) {
     guarded(name, [&] {
-      verify_same_call(record_of(call.op, call.args, algorithm), *call.check_call, scratch, on_fiber);
+      verify_same_call(record_of(call.op, call.args, algorithm, call.nonblocking), *call.check_call, scratch, on_fiber);
     });
   }
   if (!call.call) return;
@@ -276,7 +278,7 @@ void CommunicatorImpl::execute(const PreparedCall& call, coll::Scratch& scratch,
 void CommunicatorImpl::run_algorithm(Collective op, const coll::Algorithm& algorithm, const coll::Args& args,
                                      p2p::CallTag call, uint32_t digest, coll::Scratch& scratch,
                                      bool on_fiber) {
-  const char* name = collective_name(op).data();
+  const char* name = on_fiber ? nonblocking_name(op) : collective_name(op).data();
   coll::Context context(*session_->engine, engine_ranks_, rank(), call, scratch, tuning_, digest, on_fiber);
   try {
     guarded(name, [&] {
@@ -284,17 +286,28 @@ void CommunicatorImpl::run_algorithm(Collective op, const coll::Algorithm& algor
         algorithm.run(context, args);
         check_no_stray_messages(call, on_fiber);
       } catch (const Error& e) {
-        // The engine saw another call's digest or size: say what this rank called.
-        if (e.status() != Status::invalid_argument && e.status() != Status::truncated) throw;
-        throw Error(e.status(), concat(e.what(), "; this rank called ", describe_call(op, args, algorithm.name)),
-                    e.peer());
+        // The engine saw another call's digest, a board slot another call's,
+        // or a message of another call was left: name both calls.
+        if (e.status() == Status::invalid_argument) throw name_disagreement(e, op, args, algorithm, on_fiber);
+        // Another call's size: say what this rank called.
+        if (e.status() == Status::truncated) {
+          throw Error(e.status(), concat(e.what(), "; this rank called ", describe_call(op, args, algorithm.name, on_fiber)),
+                      e.peer());
+        }
+        // A peer that found a disagreement may have left before this rank's
+        // probe read it: its record names the cause, not its exit.
+        if (e.status() == Status::timeout || e.status() == Status::peer_failed || e.status() == Status::transport) {
+          if (std::optional<Error> disagreement = session_->known_disagreement(ledger_id_)) {
+            throw Error(Status::invalid_argument, concat(e.what(), "; ", disagreement->what()), disagreement->peer());
+          }
+        }
+        throw;
       }
     });
   } catch (const Error& e) {
     // Ranks that disagree on a call: the others may wait for this rank in
-    // it, or be past it already. Say so in the store, so each of them fails
-    // within about a second naming this rank and the disagreement, instead
-    // of waiting out CHORUS_TIMEOUT (the departure probe reads it).
+    // it, or be past it already. Say so in the store (name_disagreement
+    // recorded the disagreement itself; this says that this rank left).
     if (e.status() == Status::invalid_argument || e.status() == Status::truncated) {
       session_->announce_departure(e.what(), true);
     }

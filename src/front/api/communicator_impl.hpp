@@ -24,6 +24,9 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <string>
+#include <vector>
 #include <memory>
 #include <atomic>
 #include <functional>
@@ -55,6 +58,41 @@ class LocalLiveness {
     uint64_t start_time;
   };
   std::vector<Peer> peers_;
+};
+
+// One collective call of this process, as the ranks compare their calls
+// through the store when they disagree (call_ledger.cc).
+struct LedgerEntry {
+  uint64_t communicator = 0;  // CommunicatorImpl::ledger_id_: its context id and members
+  uint64_t calls = 0;         // the call's number on it (Session::calls_made); 0: none
+  uint64_t count = 0;
+  const coll::Algorithm* algorithm = nullptr;
+  uint32_t digest = 0;  // what its messages and board slots carry
+  int32_t root = 0;
+  int32_t rank = 0;  // this process' rank in the communicator
+  Collective op{};
+  DataType dtype{};
+  ReduceOp redop{};
+  bool nonblocking = false;
+};
+
+// The last few collective calls of this process, on any communicator. A
+// rank writes one entry per call (a few stores: the whole cost of this on
+// the call path) and reads them only when a wait stalls or it found that a
+// peer made another call: it then publishes them in the store and compares
+// them with the other ranks' (docs/errors.md, "How every rank learns of a
+// disagreement").
+struct CallLedger {
+  static constexpr uint64_t kKept = 4;  // a power of two
+  std::array<LedgerEntry, kKept> entries{};
+  uint64_t next = 0;       // entries written so far
+  uint64_t published = 0;  // of them, published in the store
+  // Published entries another rank's record of the same call has not yet
+  // been compared with (it was not there yet).
+  std::vector<LedgerEntry> pending;
+  // Disagreements learned, per communicator (the first one each).
+  std::vector<std::pair<uint64_t, Error>> mismatches;
+  LedgerEntry& add() { return entries[next++ & (kKept - 1)]; }
 };
 
 // One process' place in the job and its connections, shared by the world
@@ -92,11 +130,27 @@ struct Session {
       reported_failures.emplace_back(error.what());
     }
   }
+  CallLedger ledger;
+  std::chrono::steady_clock::time_point next_departure_probe{};
 
   std::optional<Error> launcher_failure();
-  // The engine's failure probe: chorusrun's record, or a rank that left
-  // without joining the call in progress (departure_probe.cc).
-  std::optional<Error> peer_failure();
+  // The engine's failure probe: ranks whose calls differ (when `stalled`:
+  // call_ledger.cc), chorusrun's record, or a rank that left without
+  // joining the call in progress (departure_probe.cc). The last two are
+  // asked at most about once a second.
+  std::optional<Error> peer_failure(bool stalled);
+  // Publishes the ledger's new entries in the store and compares them with
+  // the first other rank's record of the same call; reads the disagreements
+  // found for the ledger's communicators. The first disagreement, as
+  // Error(invalid_argument) naming both calls and ranks; nullopt if none
+  // (or the store does not answer).
+  std::optional<Error> compare_calls();
+  // compare_calls() until it finds a disagreement or `deadline` passes.
+  std::optional<Error> await_disagreement(std::chrono::steady_clock::time_point deadline);
+  // The disagreement recorded for `communicator`, asking the store.
+  std::optional<Error> known_disagreement(uint64_t communicator);
+  // Records `error` as `communicator`'s disagreement unless one is known.
+  void record_disagreement(uint64_t communicator, const Error& error);
   // Tells the other ranks this one is gone; failures are only logged.
   void announce_departure(const std::string& how, bool failed) noexcept;
   // The engine's progress, its non-blocking operations enabled with the
@@ -114,9 +168,19 @@ struct RequestState {
   std::shared_ptr<p2p::Operation> operation;
 };
 
+// The digest of a non-blocking call: its blocking twin's, changed, so that
+// a rank calling iallreduce where the others call allreduce is refused by
+// their engines (the calls may run the same algorithm). Not the board's
+// answer to a stray message (digest ^ 0x80000000, board.cc).
+constexpr uint32_t nonblocking_digest(uint32_t digest) {
+  const uint32_t changed = digest ^ 0x2545f491u;
+  return changed == 0 ? 1 : changed;
+}
+
 // A collective call after validation and selection (CommunicatorImpl::prepare).
 struct PreparedCall {
   Collective op{};
+  bool nonblocking = false;
   coll::Args args;
   const coll::Algorithm* algorithm = nullptr;
   std::optional<p2p::CallTag> check_call;  // CHORUS_CHECK_CALLS' exchange, if on
@@ -285,6 +349,28 @@ class CommunicatorImpl {
   void set_members(std::vector<int> engine_ranks, int rank);
   // Records the call in progress for the failure probe; `calls` 0 = point-to-point.
   void note_call(uint64_t calls, std::string_view what, int peer);
+  // note_call for a collective, and its entry in the session's ledger.
+  void note_collective(Collective op, std::string_view what, const Shape& shape, bool nonblocking) {
+    const uint64_t calls = ++*calls_made_;
+    note_call(calls, what, -1);
+    LedgerEntry& entry = session_->ledger.add();
+    entry.communicator = ledger_id_;
+    entry.calls = calls;
+    entry.count = shape.count;
+    entry.algorithm = shape.algorithm;
+    entry.digest = nonblocking ? nonblocking_digest(shape.digest) : shape.digest;
+    entry.root = shape.root;
+    entry.rank = rank_;
+    entry.op = op;
+    entry.dtype = shape.dtype;
+    entry.redop = shape.op;
+    entry.nonblocking = nonblocking;
+  }
+  // A call's error that says the ranks disagree (a digest, a board slot, a
+  // stray message): with both calls named, found through the store within
+  // kNameDisagreementWithin, and recorded there for the other ranks.
+  Error name_disagreement(const Error& error, Collective op, const coll::Args& args, const coll::Algorithm& algorithm,
+                          bool nonblocking);
   int engine_rank_of(int peer, const char* what) const;
   // Runs `body`, remembering the first failure so later calls report it.
   template <class Body>
@@ -317,6 +403,7 @@ class CommunicatorImpl {
   Shape block_shape_;  // a block collective's, made anew every call
   uint64_t sequence_ = 0;
   uint64_t* calls_made_ = nullptr;  // this communicator's entry in Session::calls_made
+  uint64_t ledger_id_ = 0;          // context id << 32 | a hash of the members (LedgerEntry)
   // The failure that made the communicator unusable (check_usable): set by
   // become_unusable, which also fails every operation still outstanding so
   // that none keeps the application's buffers lent to the transport.
@@ -375,5 +462,11 @@ inline void CommunicatorImpl::guarded(const char* what, Body&& body) {
 
 // Bytes moved by one call, as the selection table measures them.
 size_t payload_bytes(Collective op, const coll::Args& args, int size);
+
+// "allreduce(count 1024 of int32, op sum) with algorithm ring"; a
+// non-blocking call's name begins with "i".
+std::string describe_call(Collective op, const coll::Args& args, std::string_view algorithm, bool nonblocking = false);
+// "iallreduce", ...: the non-blocking collective's name (one that outlives the call).
+const char* nonblocking_name(Collective op);
 
 }  // namespace chorus

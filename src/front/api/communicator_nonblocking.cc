@@ -6,6 +6,8 @@
 
 #include "common/error.hpp"
 
+#include <iterator>
+
 namespace chorus {
 
 namespace {
@@ -46,22 +48,29 @@ std::shared_ptr<coll::Scratch> CommunicatorImpl::take_scratch() {
   return scratch;
 }
 
-std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll::Args& args) {
+const char* nonblocking_name(Collective op) {
   // Names that outlive the call: messages refer to them later.
   static constexpr const char* kNames[] = {"iallreduce", "ibroadcast", "ibarrier", "ireduce",
                                            "iallgather", "ireduce_scatter", "ialltoall"};
-  const char* name = kNames[static_cast<int>(op)];
+  const auto index = static_cast<size_t>(op);
+  return index < std::size(kNames) ? kNames[index] : collective_name(op).data();
+}
+
+std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll::Args& args) {
+  const char* name = nonblocking_name(op);
   CallScope scope(*this, name);
   std::lock_guard lock(session_->mutex);
   check_usable();
   const Shape& shape = validated_shape(op, args);
-  note_call(++*calls_made_, name, -1);
+  note_collective(op, name, shape, /*nonblocking=*/true);
   if (size() == 1) {
     run_single_rank(op, args);
     return completed_request(name);
   }
   std::shared_ptr<coll::Scratch> scratch = take_scratch();
   PreparedCall prepared = prepare(op, args, shape, *scratch);
+  prepared.nonblocking = true;
+  if (prepared.call) prepared.digest = nonblocking_digest(prepared.digest);
   if (!prepared.check_call && !prepared.call) {
     spare_scratch_.push_back(std::move(scratch));
     return completed_request(name);

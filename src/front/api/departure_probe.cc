@@ -7,8 +7,18 @@
 
 namespace chorus {
 
-std::optional<Error> Session::peer_failure() {
+std::optional<Error> Session::peer_failure(bool stalled) {
   if (!bootstrap) return std::nullopt;
+  // First: a rank that found a disagreement may have left since, and its
+  // departure or exit is the echo, not the cause.
+  if (stalled) {
+    if (std::optional<Error> disagreement = compare_calls()) return disagreement;
+  }
+  // A stalled wait probes ten times a second at first; the launcher and the
+  // departures are asked about once a second, as before.
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_departure_probe) return std::nullopt;
+  next_departure_probe = now + p2p::ProgressRules::kFailureProbeInterval - std::chrono::milliseconds(100);
   if (std::optional<Error> failure = bootstrap->launcher_failure()) return failure;
   if (local_liveness) {
     if (std::optional<Error> dead = local_liveness->dead_peer()) return dead;
