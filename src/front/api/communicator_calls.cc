@@ -288,7 +288,10 @@ void CommunicatorImpl::run_algorithm(Collective op, const coll::Algorithm& algor
       } catch (const Error& e) {
         // The engine saw another call's digest, a board slot another call's,
         // or a message of another call was left: name both calls.
-        if (e.status() == Status::invalid_argument) throw name_disagreement(e, op, args, algorithm, on_fiber);
+        // (Not finalize cancelling the operation: the session is closed then.)
+        if (e.status() == Status::invalid_argument && !session_->closed) {
+          throw name_disagreement(e, op, args, algorithm, on_fiber);
+        }
         // Another call's size: say what this rank called.
         if (e.status() == Status::truncated) {
           throw Error(e.status(), concat(e.what(), "; this rank called ", describe_call(op, args, algorithm.name, on_fiber)),
@@ -308,7 +311,7 @@ void CommunicatorImpl::run_algorithm(Collective op, const coll::Algorithm& algor
     // Ranks that disagree on a call: the others may wait for this rank in
     // it, or be past it already. Say so in the store (name_disagreement
     // recorded the disagreement itself; this says that this rank left).
-    if (e.status() == Status::invalid_argument || e.status() == Status::truncated) {
+    if ((e.status() == Status::invalid_argument || e.status() == Status::truncated) && !session_->closed) {
       session_->announce_departure(e.what(), true);
     }
     throw;
