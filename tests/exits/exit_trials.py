@@ -203,6 +203,7 @@ def main():
         return 2
     print(f"exit_trials: {opts.trials} trials, seed {seed}, load {os.getloadavg()[0]:.1f}", flush=True)
     failed = 0
+    skipped = 0
     worst = {}
     for trial in range(opts.trials):
         how = hows[trial % len(hows)]
@@ -220,6 +221,7 @@ def main():
             print(f"trial {trial + 1}/{opts.trials}: torchrun skip_init: SKIP (a rank that never joins is named "
                   f"only by chorusrun; elsewhere the others report it missing every 2 s until CHORUS_TIMEOUT)",
                   flush=True)
+            skipped += 1
             continue
         began = time.time()
         if launcher == "chorusrun":
@@ -240,7 +242,8 @@ def main():
             print(what + "FAILED: " + problems, flush=True)
             for _, line in lines[-12:]:
                 print("    " + line[:400])
-    print(f"exit_trials: {opts.trials - failed} of {opts.trials} trials passed (seed {seed}, load "
+    print(f"exit_trials: {opts.trials - failed - skipped} of {opts.trials} trials passed, {failed} failed, "
+          f"{skipped} skipped (seed {seed}, load "
           f"{os.getloadavg()[0]:.1f}); worst time to name the rank that left, per launcher and way:")
     for (launcher, how), seconds in sorted(worst.items()):
         print(f"  {launcher:9} {how:9} {seconds:.2f} s")
