@@ -27,3 +27,14 @@ shm_left_by() {
   done <"$1"
   echo "${left% }"
 }
+
+# Fails (status 1) after saying "FAIL: left in /dev/shm: ..." and removing
+# them, if the ranks whose pids FILE lists left files there.
+fail_on_shm_leftovers() {
+  local name left
+  left=$(shm_left_by "$1")
+  [ -n "$left" ] || return 0
+  echo "FAIL: left in /dev/shm: $left"
+  for name in $left; do rm -f "/dev/shm/$name"; done
+  return 1
+}

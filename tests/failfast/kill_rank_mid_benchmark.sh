@@ -56,10 +56,6 @@ for pid in $pids; do [ -d /proc/$pid ] && [ "$(cat /proc/$pid/stat 2>/dev/null |
 [ -z "$left" ] || { echo "FAIL: processes left:$left"; failures=1; }
 # The ranks are chorusrun's children: their pids name their /dev/shm files.
 printf '%s\n' $pids >"$shm_pids_file"
-shm_left=$(shm_left_by "$shm_pids_file")
-if [ -n "$shm_left" ]; then
-  echo "FAIL: left in /dev/shm: $shm_left"; failures=1
-  for name in $shm_left; do rm -f "/dev/shm/$name"; done
-fi
+fail_on_shm_leftovers "$shm_pids_file" || failures=1
 if [ $failures -ne 0 ]; then echo "--- output"; tail -n 30 "$log"; exit 1; fi
 echo "kill_rank_mid_benchmark: OK ($name): nothing left in /dev/shm"

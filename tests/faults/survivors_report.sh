@@ -56,10 +56,6 @@ left=$(trial_pids)
 # Every rank started (recorded its pid), and none left a file in /dev/shm.
 recorded=$(wc -l <"$shm_pids_file")
 [ "$recorded" -eq "$ranks" ] || { echo "FAIL: $recorded of $ranks ranks recorded their pid"; failures=1; }
-shm_left=$(shm_left_by "$shm_pids_file")
-if [ -n "$shm_left" ]; then
-  echo "FAIL: left in /dev/shm: $shm_left"; failures=1
-  for name in $shm_left; do rm -f "/dev/shm/$name"; done
-fi
+fail_on_shm_leftovers "$shm_pids_file" || failures=1
 if [ $failures -ne 0 ]; then echo "--- output"; tail -n 40 "$log"; exit 1; fi
 echo "survivors_report: OK: $named of $ranks ranks named the failed peer; chorusrun exit $status after ${elapsed}s (timeout ${timeout_seconds}s); nothing left in /dev/shm"
