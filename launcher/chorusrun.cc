@@ -15,6 +15,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <memory>
+#include <vector>
 
 namespace {
 
@@ -42,28 +43,39 @@ bool is_this_host(const std::string& host) {
   return host.empty() || host == "localhost" || host == "127.0.0.1" || host == name;
 }
 
-// ", after rank 2 left the job (destroyed its Communicator without
-// finalize())": a rank that leaves early is the cause of the failures that
-// follow, though it exits last (docs/errors.md).
-std::string ranks_that_left(const chorus::bootstrap::StoreServer& store, const std::string& job_id) {
-  using chorus::bootstrap::Departures;
-  const auto count = store.get(Departures::counter_key(job_id));
-  if (!count) return {};
-  std::string text;
-  int listed = 0;
-  const long total = std::strtol(std::string(count->begin(), count->end()).c_str(), nullptr, 10);
-  for (long number = 1; number <= total && listed < 4; ++number) {
-    const auto record = store.get(Departures::record_key(job_id, number));
-    const auto departure = record ? chorus::bootstrap::decode_departure(*record) : std::nullopt;
-    if (!departure || departure->failed) continue;  // a rank that failed says so itself
-    text += (listed++ == 0 ? ", after rank " : "; rank ") + std::to_string(departure->rank) + " left the job (" +
-            departure->how + ")";
-  }
-  return text;
-}
-
 long counter_value(const std::optional<chorus::bootstrap::Bytes>& value) {
   return value ? std::strtol(std::string(value->begin(), value->end()).c_str(), nullptr, 10) : 0;
+}
+
+// The departures the ranks (and chorusrun) recorded in the store, in order;
+// malformed records are left out.
+std::vector<chorus::bootstrap::Departure> recorded_departures(const chorus::bootstrap::StoreServer& store,
+                                                              const std::string& job_id) {
+  using chorus::bootstrap::Departures;
+  std::vector<chorus::bootstrap::Departure> departures;
+  const long count = counter_value(store.get(Departures::counter_key(job_id)));
+  for (long number = 1; number <= count; ++number) {
+    const auto record = store.get(Departures::record_key(job_id, number));
+    if (auto departure = record ? chorus::bootstrap::decode_departure(*record) : std::nullopt) {
+      departures.push_back(std::move(*departure));
+    }
+  }
+  return departures;
+}
+
+// ", after rank 2 left the job (called finalize())": a rank that leaves early
+// is the cause of the failures that follow, though it exits last
+// (docs/errors.md).
+std::string ranks_that_left(const chorus::bootstrap::StoreServer& store, const std::string& job_id) {
+  std::string text;
+  int listed = 0;
+  for (const auto& departure : recorded_departures(store, job_id)) {
+    if (departure.failed) continue;  // a rank that failed says so itself
+    text += (listed++ == 0 ? ", after rank " : "; rank ") + std::to_string(departure.rank) + " left the job (" +
+            departure.how + ")";
+    if (listed == 4) break;
+  }
+  return text;
 }
 
 // StoreHooks::left_early: how a rank that exited with status 0 left the job.
@@ -74,13 +86,10 @@ std::string left_early(chorus::bootstrap::StoreServer& store, const std::string&
   const long finalized = counter_value(store.get(job_id + "/barrier/chorus/finalize/arrived"));
   if (finalized > 0 && finalized % size == 0) return {};
   if (!store.get(Departures::joined_key(job_id, rank))) return chorusrun::kNeverJoined;
-  const long count = counter_value(store.get(Departures::counter_key(job_id)));
-  for (long number = 1; number <= count; ++number) {
-    const auto record = store.get(Departures::record_key(job_id, number));
-    const auto departure = record ? chorus::bootstrap::decode_departure(*record) : std::nullopt;
-    if (!departure || departure->rank != rank) continue;
-    if (departure->failed) return {};  // it failed and said why; what made it fail is named by its own rank
-    return "left the job (" + departure->how + ") and exited with status 0 while the others still ran";
+  for (const auto& departure : recorded_departures(store, job_id)) {
+    if (departure.rank != rank) continue;
+    if (departure.failed) return {};  // it failed and said why; what made it fail is named by its own rank
+    return "left the job (" + departure.how + ") and exited with status 0 while the others still ran";
   }
   // It announced nothing (exit() or _exit() mid-job): record its departure,
   // so every rank whose call needs it fails naming it within about a second.
@@ -98,13 +107,9 @@ std::string left_early(chorus::bootstrap::StoreServer& store, const std::string&
 
 std::optional<std::pair<int, std::string>> left_without_finalize(const chorus::bootstrap::StoreServer& store,
                                                                 const std::string& job_id) {
-  using chorus::bootstrap::Departures;
-  const long count = counter_value(store.get(Departures::counter_key(job_id)));
-  for (long number = 1; number <= count; ++number) {
-    const auto record = store.get(Departures::record_key(job_id, number));
-    const auto departure = record ? chorus::bootstrap::decode_departure(*record) : std::nullopt;
-    if (!departure || departure->failed || departure->how == chorus::bootstrap::kFinalizeDeparture) continue;
-    return std::make_pair(departure->rank, departure->describe());
+  for (const auto& departure : recorded_departures(store, job_id)) {
+    if (departure.failed || departure.how == chorus::bootstrap::kFinalizeDeparture) continue;
+    return std::make_pair(departure.rank, departure.describe());
   }
   return std::nullopt;
 }
