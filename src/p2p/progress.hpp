@@ -178,6 +178,9 @@ struct ProgressThreadPlace {
 };
 
 // The rules of progress, each defined once.
+// An exception as chorus' Error (an Error as it is, anything else internal).
+Error as_error(const std::exception& e);
+
 struct ProgressRules {
   // A long wait asks the launcher whether a rank failed at most this often,
   // so survivors learn of a death in about a second, not after the timeout.

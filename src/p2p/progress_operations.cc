@@ -1,0 +1,322 @@
+// The non-blocking operations of p2p::Progress: starting, stepping and
+// failing them, waits and tests on them, and what finalize does with those
+// still outstanding (complete, settle, cancel). The loop of every wait, the
+// engine's waits and the progress thread: progress.cc.
+#include "p2p/progress.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "p2p/engine_impl.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace chorus::p2p {
+
+namespace {
+// Room for an algorithm, the reduction kernels, an exception's unwinding and
+// a sanitizer's red zones; mapped lazily, so unused pages cost nothing.
+constexpr size_t kFiberStackBytes = 256 * 1024;
+}  // namespace
+
+// --- non-blocking operations ----------------------------------------------------
+
+void DriverMutex::signal(int eventfd) {
+  const uint64_t one = 1;
+  if (write(eventfd, &one, sizeof one) < 0 && errno != EAGAIN) {
+    log::warn("waking the progress thread after a call failed: ", errno_string(errno));
+  }
+}
+
+void Progress::serve_between_calls() {
+  if (between_calls_) ensure_thread();
+}
+
+void Progress::add(const std::shared_ptr<Operation>& operation, bool large) {
+  operations_.push_back(operation);
+  outstanding_.fetch_add(1);
+  ensure_thread();
+  wake_thread(large);
+}
+
+void Progress::remove(Operation& operation) {
+  auto it = std::find_if(operations_.begin(), operations_.end(),
+                         [&](const std::shared_ptr<Operation>& candidate) { return candidate.get() == &operation; });
+  if (it == operations_.end()) return;
+  std::shared_ptr<Operation> keep = *it;  // alive through finish()
+  operations_.erase(it);
+  outstanding_.fetch_sub(1);
+  finish(*keep);
+}
+
+void Progress::start_collective(const std::shared_ptr<Operation>& operation, std::function<void()> body,
+                                bool large) {
+  operation->fiber = std::make_unique<Fiber>(std::move(body), kFiberStackBytes);
+  add(operation, large);
+  // Run it to its first wait now: its first messages leave before the
+  // caller goes back to computing.
+  if (step(*operation) == Step::completed) remove(*operation);
+}
+
+void Progress::start_point_to_point(const std::shared_ptr<Operation>& operation, bool large) {
+  // One already complete (an eager send the transport copied, a receive
+  // whose message had arrived) never joins the list, nor wakes the thread.
+  if (step(*operation) == Step::completed) return finish(*operation);
+  add(operation, large);
+}
+
+Progress::Step Progress::step(Operation& operation) {
+  if (!operation.fiber) {
+    if (!engine_.finished(operation.request)) return Step::waiting;
+    try {
+      operation.completion = engine_.wait(operation.request);
+    } catch (const std::exception& e) {
+      operation.error = as_error(e);
+    }
+    return Step::completed;
+  }
+  if (operation.awaited.valid() && !operation.abort && !engine_.finished(operation.awaited)) return Step::waiting;
+  Operation* const outer = running_;
+  running_ = &operation;
+  operation.fiber->resume();
+  running_ = outer;
+  if (!operation.fiber->finished()) return Step::advanced;
+  try {
+    operation.fiber->rethrow_if_failed();
+  } catch (const std::exception& e) {
+    operation.error = as_error(e);
+  }
+  operation.fiber.reset();  // its stack goes now, not with the last Request
+  return Step::completed;
+}
+
+void Progress::finish(Operation& operation) noexcept {
+  if (operation.on_complete) {
+    try {
+      operation.on_complete(operation);
+    } catch (const std::exception& e) {
+      if (!operation.error) operation.error = as_error(e);
+    }
+  }
+  operation.complete.store(true, std::memory_order_release);
+}
+
+int Progress::advance() {
+  // Not re-entered, and never from inside an operation's own fiber. Every
+  // poll of every wait comes here: the empty list is the first test.
+  if (operations_.empty() || advancing_ || Fiber::current() != nullptr) return 0;
+  advancing_ = true;
+  int moved = 0;
+  size_t i = 0;
+  try {
+    while (i < operations_.size()) {
+      std::shared_ptr<Operation> operation = operations_[i];
+      const Step result = step(*operation);
+      if (result == Step::completed) {
+        operations_.erase(operations_.begin() + static_cast<std::ptrdiff_t>(i));
+        outstanding_.fetch_sub(1);
+        finish(*operation);
+        ++moved;
+        continue;
+      }
+      if (result == Step::advanced) ++moved;
+      ++i;
+    }
+  } catch (...) {
+    advancing_ = false;
+    throw;
+  }
+  advancing_ = false;
+  return moved;
+}
+
+void Progress::fail(Operation& operation, const Error& error) {
+  if (operation.complete.load(std::memory_order_relaxed)) return;
+  if (operation.fiber) {
+    // The algorithm throws at its wait and unwinds on its own stack.
+    operation.abort = error;
+    if (step(operation) != Step::completed) return;
+  } else if (!operation.error) {
+    operation.error = error;
+  }
+  remove(operation);
+}
+
+void Progress::fail_all(const Error& error) {
+  // A copy: failing an operation removes it from the list.
+  for (auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) fail(*operation, error);
+}
+
+bool Progress::drive(Operation& operation) {
+  if (operation.complete.load(std::memory_order_acquire)) return true;
+  const p2p::Request pending = operation.fiber ? operation.awaited : operation.request;
+  try {
+    if (pending.valid()) {
+      engine_.progress_until(pending, [&] { return operation.complete.load(std::memory_order_relaxed); });
+    } else {
+      engine_.progress();
+    }
+    advance();
+  } catch (const std::exception& e) {
+    // A timeout or a failure the probe reported while waiting for this
+    // operation's request: it belongs to this operation.
+    fail(operation, as_error(e));
+  }
+  return operation.complete.load(std::memory_order_acquire);
+}
+
+void Progress::wait(Operation& operation) {
+  if (!operation.complete.load(std::memory_order_acquire)) {
+    std::unique_lock lock(*mutex_);
+    while (!drive(operation)) {
+    }
+  }
+  if (operation.error) throw *operation.error;
+}
+
+bool Progress::test(Operation& operation) {
+  if (!operation.complete.load(std::memory_order_acquire)) {
+    std::unique_lock lock(*mutex_);
+    try {
+      engine_.progress();
+      advance();
+    } catch (const std::exception& e) {
+      fail_all(as_error(e));
+    }
+    if (!operation.complete.load(std::memory_order_acquire)) {
+      check_stalled(Clock::now());
+      if (!operation.complete.load(std::memory_order_acquire)) return false;
+    }
+  }
+  if (operation.error) throw *operation.error;
+  return true;
+}
+
+size_t Progress::wait_any(const std::vector<Operation*>& operations) {
+  auto first_complete = [&]() -> std::optional<size_t> {
+    for (size_t i = 0; i < operations.size(); ++i) {
+      if (operations[i]->complete.load(std::memory_order_acquire)) return i;
+    }
+    return std::nullopt;
+  };
+  if (auto done = first_complete()) return *done;
+  std::unique_lock lock(*mutex_);
+  for (;;) {
+    // Look again under the lock: the progress thread completes operations
+    // under it, so the last incomplete one may have finished while this
+    // thread waited for the lock, leaving no target below.
+    if (auto done = first_complete()) return *done;
+    // Progress towards one incomplete operation, stopping as soon as any completes.
+    Operation* target = nullptr;
+    for (Operation* operation : operations) {
+      if (!operation->complete.load(std::memory_order_relaxed)) {
+        target = operation;
+        break;
+      }
+    }
+    if (target == nullptr) continue;  // all completed since the look above: it returns now
+    const p2p::Request pending = target->fiber ? target->awaited : target->request;
+    try {
+      if (pending.valid()) {
+        engine_.progress_until(pending, [&] { return first_complete().has_value(); });
+      } else {
+        engine_.progress();
+      }
+      advance();
+    } catch (const std::exception& e) {
+      fail(*target, as_error(e));
+    }
+  }
+}
+
+void Progress::complete_all(std::unique_lock<DriverMutex>& lock, const void* owner) {
+  (void)lock;  // held by the caller
+  for (;;) {
+    std::shared_ptr<Operation> next;
+    for (const auto& operation : operations_) {
+      if (owner == nullptr || operation->owner == owner) {
+        next = operation;
+        break;
+      }
+    }
+    if (!next) return;
+    while (!drive(*next)) {
+    }
+  }
+}
+
+void Progress::settle(std::chrono::milliseconds quiet) {
+  auto last_event = Clock::now();
+  while (!operations_.empty()) {
+    int events = 0;
+    try {
+      events = poll();
+    } catch (const std::exception& e) {
+      fail_all(as_error(e));  // a broken transport: nothing more completes
+      return;
+    }
+    const auto now = Clock::now();
+    if (events > 0) {
+      last_event = now;
+      continue;
+    }
+    if (now - last_event >= quiet) return;
+    idle(quiet - (now - last_event), true);
+  }
+}
+
+void Progress::cancel_all(const std::function<Error(const Operation&)>& why) {
+  const std::vector<std::shared_ptr<Operation>> doomed(operations_);
+  // Every engine request and abort first, then one advance completes them
+  // all, each with its own error (a completion may abandon the rest).
+  for (const auto& operation : doomed) {
+    Error error = why(*operation);
+    if (operation->fiber) {
+      operation->abort = std::move(error);
+    } else if (operation->request.valid()) {
+      engine_.cancel(operation->request, error);
+    } else if (!operation->error) {
+      operation->error = std::move(error);
+    }
+  }
+  try {
+    advance();
+  } catch (const std::exception& e) {
+    fail_all(as_error(e));
+  }
+  for (const auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) {
+    fail(*operation, operation->abort ? *operation->abort : why(*operation));
+  }
+}
+
+void Progress::check_stalled(Clock::time_point now) {
+  if (operations_.empty()) return;
+  if (now >= next_probe_) {
+    // Stalled: an operation has waited for one message for a probe
+    // interval; the most recent such stall sets the pace.
+    bool stalled = false;
+    Clock::time_point latest_stall{};
+    for (const auto& operation : operations_) {
+      if (operation->fiber && operation->awaited.valid() &&
+          now - operation->awaited_since >= ProgressRules::kFailureProbeInterval) {
+        stalled = true;
+        latest_stall = std::max(latest_stall, operation->awaited_since);
+      }
+    }
+    next_probe_ = stalled ? ProgressRules::next_stalled_probe(latest_stall, now)
+                          : now + std::chrono::duration_cast<Clock::duration>(ProgressRules::kFailureProbeInterval);
+    if (std::optional<Error> failure = probe_failure(stalled)) {
+      fail_all(*failure);
+      return;
+    }
+  }
+  for (auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) {
+    if (operation->fiber && operation->awaited.valid() && now - operation->awaited_since >= engine_.settings().timeout) {
+      fail(*operation, engine_.timeout_error(operation->awaited));
+    }
+  }
+}
+
+}  // namespace chorus::p2p
