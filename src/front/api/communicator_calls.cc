@@ -269,7 +269,7 @@ void CommunicatorImpl::execute(const PreparedCall& call, coll::Scratch& scratch,
   if (call.check_call) {
     guarded(name, [&] {
       verify_same_call(record_of(call.op, call.args, algorithm, call.nonblocking), *call.check_call, scratch, on_fiber);
-    });
+    }, /*to_caller=*/!on_fiber);
   }
   if (!call.call) return;
   run_algorithm(call.op, algorithm, call.args, *call.call, call.digest, scratch, on_fiber);
@@ -306,7 +306,7 @@ void CommunicatorImpl::run_algorithm(Collective op, const coll::Algorithm& algor
         }
         throw;
       }
-    });
+    }, /*to_caller=*/!on_fiber);
   } catch (const Error& e) {
     // Ranks that disagree on a call: the others may wait for this rank in
     // it, or be past it already. Say so in the store (name_disagreement

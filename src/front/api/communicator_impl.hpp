@@ -373,8 +373,11 @@ class CommunicatorImpl {
                           bool nonblocking);
   int engine_rank_of(int peer, const char* what) const;
   // Runs `body`, remembering the first failure so later calls report it.
+  // `to_caller`: the error is thrown to the application's call; false on a
+  // non-blocking operation's fiber, where only a wait or test (or, for a
+  // detached request, finalize) tells the application.
   template <class Body>
-  void guarded(const char* what, Body&& body);
+  void guarded(const char* what, Body&& body, bool to_caller = true);
   // Marks this communicator busy with `what` for one call; a second thread
   // arriving meanwhile gets an error instead of a silently reordered call.
   class CallScope;
@@ -439,7 +442,7 @@ class CommunicatorImpl::CallScope {
 };
 
 template <class Body>
-inline void CommunicatorImpl::guarded(const char* what, Body&& body) {
+inline void CommunicatorImpl::guarded(const char* what, Body&& body, bool to_caller) {
   try {
     body();
   } catch (const Error& e) {
@@ -451,11 +454,11 @@ inline void CommunicatorImpl::guarded(const char* what, Body&& body) {
                                                  concat(what, " on rank ", rank_, " failed: ", e.what(),
                                                         cause ? concat("; ", cause->what()) : std::string()),
                                                  peer));
-    session_->note_reported(failure);
+    if (to_caller) session_->note_reported(failure);
     throw failure;
   } catch (const std::exception& e) {
     const Error& failure = become_unusable(Error(Status::internal, concat(what, " on rank ", rank_, " failed: ", e.what())));
-    session_->note_reported(failure);
+    if (to_caller) session_->note_reported(failure);
     throw failure;
   }
 }
