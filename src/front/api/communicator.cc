@@ -62,10 +62,14 @@ std::string this_hostname() {
 std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_environment() {
   signals::remove_infinipath_handlers();  // the real signal and status must reach the launcher
   config::Settings settings = config::Settings::from_env();
-  bootstrap::JobInfo job = bootstrap::detect_job();
-  return create(std::move(settings), std::move(job), [](const bootstrap::JobInfo& job, std::chrono::milliseconds timeout) {
-    return std::make_unique<bootstrap::Bootstrap>(job, timeout);
-  });
+  // CHORUS_BOOTSTRAP: under pmix the job comes from the PMIx server (PMIx_Init here).
+  bootstrap::DetectedJob detected = bootstrap::detect_job(settings.bootstrap);
+  std::shared_ptr<bootstrap::PmixClient> pmix = std::move(detected.pmix);
+  return create(std::move(settings), std::move(detected.job),
+                [pmix](const bootstrap::JobInfo& job, std::chrono::milliseconds timeout) {
+                  if (pmix) return std::make_unique<bootstrap::Bootstrap>(job, timeout, pmix);
+                  return std::make_unique<bootstrap::Bootstrap>(job, timeout);
+                });
 }
 
 std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(config::Settings settings, bootstrap::JobInfo job,
@@ -135,7 +139,7 @@ void CommunicatorImpl::connect() {
   set_members(std::move(everyone), job.rank);
   session.bootstrap->barrier("chorus/connected");
   log::info("rank ", job.rank, "/", job.size, " connected over ", session.transport->name(), " (launcher ",
-            job.launcher, ")");
+            job.launcher, ", bootstrap ", job.bootstrap, ")");
   // A transport that acks and retransmits in software (UD) needs progress
   // between calls from the start, not only after a non-blocking call
   // (CHORUS_PROGRESS=caller: nothing between calls, by request).
