@@ -14,6 +14,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <thread>
@@ -48,6 +49,22 @@ std::string address_for_other_hosts() {
   return found;
 }
 
+// The local address the kernel would use toward `host` (a UDP socket's
+// connect sends nothing); empty if there is no route.
+std::string local_address_toward(const std::string& host) {
+  sockaddr_in peer{};
+  peer.sin_family = AF_INET;
+  peer.sin_port = htons(9);
+  if (inet_pton(AF_INET, host.c_str(), &peer.sin_addr) != 1) return {};
+  net::Fd probe(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!probe || ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&peer), sizeof peer) != 0) return {};
+  sockaddr_in local{};
+  socklen_t length = sizeof local;
+  if (getsockname(probe.get(), reinterpret_cast<sockaddr*>(&local), &length) != 0) return {};
+  char text[INET_ADDRSTRLEN] = {};
+  return inet_ntop(AF_INET, &local.sin_addr, text, sizeof text) != nullptr ? std::string(text) : std::string();
+}
+
 }  // namespace
 
 void Bootstrap::open_pmix_store() {
@@ -65,6 +82,7 @@ void Bootstrap::open_pmix_store() {
     port = server_->port();
     host = bind_host == "0.0.0.0" ? "127.0.0.1" : bind_host;
     const std::string published = bind_host == "0.0.0.0" ? address_for_other_hosts() : bind_host;
+    if (job_.local_size < job_.size) address_toward_store_ = published;
     const std::string record = concat(net::format_address(published, port), "\n", job_.secret);
     pmix_->put(kStoreKey, Bytes(record.begin(), record.end()));
   }
@@ -81,6 +99,7 @@ void Bootstrap::open_pmix_store() {
     host = address->host;
     port = address->port;
     job_.secret = text.substr(newline + 1);
+    if (job_.local_size < job_.size) address_toward_store_ = local_address_toward(host);
   }
   connect_store(host, port);
 }

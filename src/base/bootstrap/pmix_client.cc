@@ -213,9 +213,9 @@ std::shared_ptr<PmixClient> PmixClient::connect() {
     record.nspace = client->nspace_;
     record.first.reset();
   }
-  // Which of these a server raises differs (PRRTE and Slurm raise
-  // PMIX_EVENT_PROC_TERMINATED or PMIX_ERR_PROC_ABORTED; Open MPI 4.1's ORTE
-  // kills the job instead), so all are asked for. A server that refuses
+  // Which of these a server raises differs (PRRTE documents
+  // PMIX_EVENT_PROC_TERMINATED and PMIX_ERR_PROC_ABORTED; Open MPI 4.1's ORTE
+  // and Debian 12's Slurm sent none to survivors when tried), so all are asked for. A server that refuses
   // costs only the naming (the store's departures still work): a warning.
   pmix_status_t codes[] = {PMIX_ERR_PROC_ABORTED, PMIX_EVENT_PROC_TERMINATED, PMIX_ERR_PROC_TERM_WO_SYNC};
   pmix_info_t name;

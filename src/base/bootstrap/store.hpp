@@ -203,6 +203,10 @@ class Bootstrap {
   // store stopped answering (rank 0 may have served it).
   std::optional<Error> launcher_failure();
   bool store_answers() const { return store_answers_; }
+  // Under PMIx in a job across hosts: this host's address that reaches rank
+  // 0's store (what CHORUS_TCP_IFACE=auto means; the tcp transport cannot
+  // find it in CHORUS_STORE_ADDR there). Empty otherwise.
+  const std::string& address_toward_store() const { return address_toward_store_; }
   // launcher_failure(), else a rank the PMIx server reported dead, else the
   // first rank that left the job after an error (any launcher), as
   // Error(Status::peer_failed) naming it.
@@ -224,6 +228,7 @@ class Bootstrap {
   std::unique_ptr<StoreAccess> client_;
   std::unique_ptr<Departures> departures_;
   bool store_answers_ = true;
+  std::string address_toward_store_;
   bool joined_ = false;  // the first all_gather (which reports missing ranks as "not joined") is done
 
   void connect_store(const std::string& host, uint16_t port);

@@ -123,6 +123,11 @@ void CommunicatorImpl::connect() {
   if (job.launcher != "chorusrun" && job.size > 1) watch_local_peers(session, hosts);
   // Bound before the transport exists, so its buffers are allocated near
   // the NIC and its CQ gets the planned completion vector.
+  // Under PMIx no CHORUS_STORE_ADDR tells the tcp transport which of this
+  // host's addresses the others reach: the one toward rank 0's store does.
+  if (!all_local && session.settings.tcp.iface.empty() && !session.bootstrap->address_toward_store().empty()) {
+    session.settings.tcp.iface = session.bootstrap->address_toward_store();
+  }
   const topology::Placement placement = place(describe_nic(session.settings, all_local), host);
   // The progress thread follows the plan only when the rank is bound: an
   // unbound rank's thread stays wherever the rank's threads may run.
