@@ -2,6 +2,7 @@
 // transports (and the libfabric providers and verbs devices present), every
 // CHORUS_* setting's effective value and source, the algorithms and the
 // selection table; validates the environment as Communicator::init() does.
+#include "bootstrap/pmix_client.hpp"
 #include "collectives/collectives.hpp"
 #include "common/config.hpp"
 #include "transports/shm/shm_transport.hpp"
@@ -117,6 +118,25 @@ void print_transports([[maybe_unused]] const OfiScan& ofi) {
   std::printf("  inproc   built (threads of one process; tests and 1-rank jobs)\n");
 }
 
+// How the ranks of a job started here would find each other (CHORUS_BOOTSTRAP).
+void print_bootstrap() {
+  std::printf("\nBootstrap:\n");
+  if (chorus::bootstrap::pmix_built()) {
+    std::printf("  pmix     built (%s; srun --mpi=pmix, Open MPI's mpirun, prterun)\n",
+                chorus::bootstrap::pmix_description().c_str());
+  } else {
+    std::printf("  pmix     not built (libpmix-dev was not found at configure time, or -DCHORUS_PMIX=OFF)\n");
+  }
+  std::printf("  store    built (chorus' TCP store: chorusrun's, or rank 0's under mpirun, srun, torchrun)\n");
+  try {
+    const std::string setting = chorus::config::get("CHORUS_BOOTSTRAP").value_or("auto");
+    const chorus::bootstrap::BootstrapChoice choice = chorus::bootstrap::choose_bootstrap(setting);
+    std::printf("  here:    bootstrap %s (%s)\n", choice.kind.c_str(), choice.why.c_str());
+  } catch (const std::exception& e) {
+    std::printf("  here:    none: %s\n", e.what());  // validate_environment reports it as an error
+  }
+}
+
 // What a variable is now: the environment's value, or the default.
 struct Effective {
   std::string value;
@@ -211,6 +231,13 @@ std::vector<std::string> validate_environment(std::vector<std::string>& warnings
     for (const auto* algorithm : chorus::coll::algorithms(op)) choices += std::string(algorithm->name) + ", ";
     errors.push_back(name + "=\"" + *value + "\": expected one of " + choices + "auto");
   }
+  if (const auto setting = chorus::config::get("CHORUS_BOOTSTRAP")) {
+    try {
+      chorus::bootstrap::choose_bootstrap(*setting);  // the check init makes (pmix where it cannot work)
+    } catch (const std::exception& e) {
+      errors.push_back(e.what());
+    }
+  }
   if (const auto provider = chorus::config::get("CHORUS_OFI_PROVIDER")) {
 #ifdef CHORUS_HAVE_OFI
     try {
@@ -232,7 +259,8 @@ const char* const kUsage =
     "Usage: chorus_info [--all] [--version] [-h|--help]\n\n"
     "Prints what chorus would do in this environment, as ompi_info and ucx_info do:\n"
     "the version, the transports this build has and the libfabric providers and\n"
-    "verbs devices present here, every CHORUS_* setting with its effective value\n"
+    "verbs devices present here, the bootstrap (PMIx or chorus' store) a job\n"
+    "started here would use, every CHORUS_* setting with its effective value\n"
     "and whether it comes from the environment or is the default, the launcher's\n"
     "variables, the algorithms and the table that picks one by size.\n\n"
     "It checks the environment as Communicator::init() does: an invalid value\n"
@@ -266,6 +294,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> errors = validate_environment(warnings);
   std::printf("chorus %s\n\n", CHORUS_VERSION_STRING);
   print_transports(ofi);
+  print_bootstrap();
   print_variables(with_test_hooks);
   print_algorithms();
   for (const auto& warning : warnings) std::fprintf(stderr, "chorus_info: warning: %s\n", warning.c_str());

@@ -3,6 +3,7 @@
 // sharing a store (or a stale store) never read each other's values.
 #include "bootstrap/departures.hpp"
 #include "bootstrap/frame.hpp"
+#include "bootstrap/pmix_client.hpp"
 #include "bootstrap/port_file.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/store.hpp"
@@ -18,7 +19,7 @@ namespace {
 
 // Rank 0 publishes the port file only when nobody was told an address.
 bool publishes_port_file(const JobInfo& job) {
-  return job.rank0_serves && job.rank == 0 && job.store_host.empty() && job.size > 1;
+  return job.bootstrap != "pmix" && job.rank0_serves && job.rank == 0 && job.store_host.empty() && job.size > 1;
 }
 
 // A wildcard bind address is not something to connect to.
@@ -143,7 +144,11 @@ Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout) : jo
     host = "127.0.0.1";  // the port file is only for ranks on rank 0's host
     port = port_file::wait_for(port_file::path_for(job_.job_id), timeout);
   }
-  auto client = std::make_unique<StoreClient>(host, port, job_.secret, timeout);
+  connect_store(host, port);
+}
+
+void Bootstrap::connect_store(const std::string& host, uint16_t port) {
+  auto client = std::make_unique<StoreClient>(host, port, job_.secret, timeout_);
   if (job_.rank0_serves && job_.rank != 0) client->set_served_by(0);
   client_ = std::move(client);
   departures_ = std::make_unique<Departures>(*client_, job_.job_id);
@@ -151,6 +156,16 @@ Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout) : jo
   client_->set_failure_check([this] { return peer_failure(); });
   log::debug("rank ", job_.rank, " connected to the bootstrap store at ", net::format_address(host, port),
              server_ ? " (served by this process)" : "");
+}
+
+Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout, std::shared_ptr<PmixClient> pmix)
+    : job_(job), timeout_(timeout), pmix_(std::move(pmix)) {
+  validate_ranks(job_);
+  if (!pmix_) fail(Status::internal, "the PMIx bootstrap was asked for without a PMIx client");
+  open_pmix_store();
+  log::info("rank ", job_.rank, "/", job_.size, ": bootstrap pmix (", pmix_description(), ", namespace ",
+            pmix_->nspace(), ", node ", pmix_->node_id(), ", local rank ", job_.local_rank, " of ", job_.local_size,
+            ")");
 }
 
 Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout, std::unique_ptr<StoreAccess> store)
@@ -180,7 +195,10 @@ Departures& Bootstrap::departures() { return *departures_; }
 
 std::optional<Error> Bootstrap::peer_failure() {
   if (std::optional<Error> failure = launcher_failure()) return failure;
-  if (!store_answers_) return std::nullopt;
+  if (pmix_) {
+    if (std::optional<Error> failure = pmix_->terminated()) return failure;
+  }
+  if (!departures_ || !store_answers_) return std::nullopt;  // PMIx: the store may not be open yet
   try {
     departures_->refresh();
   } catch (const Error&) {
@@ -231,7 +249,7 @@ Bytes Bootstrap::wait_reporting(const std::string& key, const std::function<std:
 }
 
 std::optional<Error> Bootstrap::launcher_failure() {
-  if (job_.launcher != "chorusrun" || !store_answers_) return std::nullopt;
+  if (job_.launcher != "chorusrun" || !store_answers_ || !client_) return std::nullopt;
   try {
     if (!client_->check("chorus/failed")) return std::nullopt;
     const Bytes report = client_->get("chorus/failed");
@@ -249,6 +267,7 @@ std::optional<Error> Bootstrap::launcher_failure() {
 }
 
 std::vector<Bytes> Bootstrap::all_gather(const std::string& prefix, const Bytes& blob) {
+  if (pmix_) return pmix_all_gather(prefix, blob);  // bootstrap_pmix.cc
   const std::string base = concat(job_.job_id, "/", prefix);
   // Every rank counts its own calls with this prefix, so a repeated gather
   // uses fresh keys instead of returning the previous round's values.
@@ -329,6 +348,10 @@ std::vector<Bytes> Bootstrap::all_gather(const std::string& prefix, const Bytes&
 }
 
 void Bootstrap::barrier(const std::string& name, const std::function<void()>& progress) {
+  if (pmix_) {
+    wait_fence(pmix_->start_fence(false), concat("barrier \"", name, "\""), progress);
+    return;
+  }
   // Arrival n belongs to round (n-1)/size; the last arriver of a round opens it.
   const std::string base = concat(job_.job_id, "/barrier/", name);
   const int64_t arrival = client_->add(base + "/arrived", 1);

@@ -2,6 +2,7 @@
 // environment (store.hpp lists the order and variables; docs/bootstrap.md
 // explains each). Every value is validated; a bad one throws
 // Error(Status::config) naming the variable, its value and what is accepted.
+#include "bootstrap/pmix_client.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/store.hpp"
 #include "common/config.hpp"
@@ -275,7 +276,43 @@ bool is_srun_step() {
 
 bool launcher_present(const LauncherVariables& vars) { return is_set(vars.rank) || is_set(vars.size); }
 
+// The job as the PMIx server describes it. The launcher's name is kept for
+// messages and for what depends on it (mpirun and srun jobs watch their
+// same-host peers in /proc); rank 0 serves the store (bootstrap_pmix.cc).
+JobInfo detect_pmix(const PmixClient& pmix) {
+  JobInfo job;
+  job.bootstrap = "pmix";
+  job.rank = pmix.rank();
+  job.size = pmix.size();
+  job.local_rank = pmix.local_rank();
+  job.local_size = pmix.local_size();
+  job.size_variable = "PMIX_JOB_SIZE";
+  job.launcher = launcher_present(kMpirun) ? "mpirun" : is_srun_step() ? "srun" : "pmix";
+  job.rank0_serves = true;
+  job.job_id = config::get("CHORUS_JOB_ID").value_or("pmix-" + pmix.nspace());
+  if (is_set("CHORUS_STORE_ADDR")) {  // where rank 0 serves; the others learn it through PMIx anyway
+    auto address = store_address("CHORUS_STORE_ADDR");
+    job.store_host = address.host;
+    job.store_port = address.port;
+  }
+  // Rank 0's secret reaches the others through PMIx: unguessable costs nothing.
+  auto secret = config::get("CHORUS_JOB_SECRET");
+  job.secret = secret ? *secret : random_secret();
+  return job;
+}
+
 }  // namespace
+
+DetectedJob detect_job(const std::string& bootstrap_setting) {
+  const BootstrapChoice choice = choose_bootstrap(bootstrap_setting);
+  if (choice.kind != "pmix") {
+    log::debug("bootstrap store (", choice.why, ")");
+    return {detect_job(), nullptr};
+  }
+  std::shared_ptr<PmixClient> pmix = PmixClient::connect();
+  log::debug("bootstrap pmix (", choice.why, ")");
+  return {detect_pmix(*pmix), std::move(pmix)};
+}
 
 JobInfo detect_job() {
   if (launcher_present(kChorusrun)) return detect_chorusrun();

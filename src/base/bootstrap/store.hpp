@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -24,6 +25,8 @@ namespace chorus::bootstrap {
 
 using Bytes = std::vector<uint8_t>;
 class Departures;
+class PmixClient;
+struct PmixFence;
 
 // How often a rank that waits at startup says what it waits for: every few
 // seconds, sooner with a short CHORUS_TIMEOUT.
@@ -155,8 +158,20 @@ struct JobInfo {
   bool rank0_serves = false;  // rank 0 must start a StoreServer
   std::string job_id;         // for the port file and key namespacing
   std::string size_variable = "size";  // where `size` came from, e.g. "WORLD_SIZE" (for messages)
+  std::string bootstrap = "store";     // "pmix" (PMIx server) or "store" (chorus' TCP store)
 };
 JobInfo detect_job();
+
+// The job as CHORUS_BOOTSTRAP (`bootstrap_setting`: pmix, store or auto)
+// chooses (choose_bootstrap in pmix_client.hpp): for pmix, PMIx_Init, and
+// rank, size, local rank and size from PMIx (the launcher's own variables
+// are not read); `pmix` is the client the Bootstrap must use. For store,
+// detect_job() and no client.
+struct DetectedJob {
+  JobInfo job;
+  std::shared_ptr<PmixClient> pmix;
+};
+DetectedJob detect_job(const std::string& bootstrap_setting);
 
 // The value rank 0 publishes for an all_gather: per rank a u32 big-endian
 // length and the bytes. unpack() trusts nothing it reads from the store and
@@ -172,6 +187,10 @@ std::vector<Bytes> unpack(std::span<const uint8_t> packed, int size, const std::
 class Bootstrap {
  public:
   explicit Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout);
+  // Through the PMIx server (job.bootstrap "pmix"): all_gather and barrier
+  // are PMIx fences; rank 0 still serves a store for the rest (departures,
+  // the call ledger, finalize), and publishes its address through PMIx.
+  Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout, std::shared_ptr<PmixClient> pmix);
   // Over a store the caller brought (wrap_external_store): nothing to serve or find.
   Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout, std::unique_ptr<StoreAccess> store);
   ~Bootstrap();
@@ -184,8 +203,13 @@ class Bootstrap {
   // store stopped answering (rank 0 may have served it).
   std::optional<Error> launcher_failure();
   bool store_answers() const { return store_answers_; }
-  // launcher_failure(), else the first rank that left the job after an error
-  // (any launcher), as Error(Status::peer_failed) naming it.
+  // Under PMIx in a job across hosts: this host's address that reaches rank
+  // 0's store (what CHORUS_TCP_IFACE=auto means; the tcp transport cannot
+  // find it in CHORUS_STORE_ADDR there). Empty otherwise.
+  const std::string& address_toward_store() const { return address_toward_store_; }
+  // launcher_failure(), else a rank the PMIx server reported dead, else the
+  // first rank that left the job after an error (any launcher), as
+  // Error(Status::peer_failed) naming it.
   std::optional<Error> peer_failure();
   // Publishes `blob` under "<prefix>/<rank>" and returns every rank's blob.
   std::vector<Bytes> all_gather(const std::string& prefix, const Bytes& blob);
@@ -198,12 +222,22 @@ class Bootstrap {
  private:
   JobInfo job_;
   std::chrono::milliseconds timeout_;
+  std::shared_ptr<PmixClient> pmix_;  // set under the PMIx bootstrap; released last (PMIx_Finalize)
+  std::map<std::string, int> pmix_rounds_;  // all_gathers per prefix: each round gets fresh PMIx keys
   std::unique_ptr<StoreServer> server_;
   std::unique_ptr<StoreAccess> client_;
   std::unique_ptr<Departures> departures_;
   bool store_answers_ = true;
+  std::string address_toward_store_;
   bool joined_ = false;  // the first all_gather (which reports missing ranks as "not joined") is done
 
+  void connect_store(const std::string& host, uint16_t port);
+  void open_pmix_store();
+  std::vector<Bytes> pmix_all_gather(const std::string& prefix, const Bytes& blob);
+  // Waits for a PMIx fence, calling `progress` (if any) between looks and
+  // failing at once, named, when a rank failed; `what` names it in errors.
+  void wait_fence(const std::shared_ptr<PmixFence>& fence, const std::string& what,
+                  const std::function<void()>& progress);
   Bytes wait_reporting(const std::string& key, const std::function<std::string()>& what_is_missing,
                        const std::string& hint);
   void linger_until_read(const std::string& counter, int readers);

@@ -208,6 +208,7 @@ Settings Settings::from_env() {
   s.spin = std::chrono::microseconds(env_int("CHORUS_SPIN_US", s.spin.count(), 0, 1000000));
   s.progress = env_choice("CHORUS_PROGRESS", s.progress, {"thread", "caller"});
   s.transport = env_choice("CHORUS_TRANSPORT", s.transport, {"auto", "shm", "tcp", "ofi", "verbs", "inproc"});
+  s.bootstrap = env_choice("CHORUS_BOOTSTRAP", s.bootstrap, {"auto", "pmix", "store"});
   if (auto iface = get("CHORUS_TCP_IFACE")) s.tcp.iface = *iface;
   s.tcp.streams = static_cast<int>(env_int("CHORUS_TCP_STREAMS", s.tcp.streams, 1, 16));
   s.tcp.socket_buffer = env_bytes("CHORUS_TCP_SOCKET_BUFFER", s.tcp.socket_buffer, 0, 1ull << 30);

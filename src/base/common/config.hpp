@@ -170,6 +170,10 @@ inline constexpr VariableDoc kVariables[] = {
     {"CHORUS_ALGO_<OP>", "auto",
      "force an algorithm for one collective, e.g. CHORUS_ALGO_ALLREDUCE=ring (chorus_info lists the names)"},
     {"CHORUS_LOG_LEVEL", "warn", "error, warn, info or debug"},
+    {"CHORUS_BOOTSTRAP", "auto",
+     "how the ranks find each other: pmix (the PMIx server of srun --mpi=pmix or Open MPI's mpirun), store "
+     "(chorus' TCP store: chorusrun's, or rank 0's under other launchers) or auto (pmix when this build has it "
+     "and PMIX_NAMESPACE and PMIX_RANK are set, except under chorusrun and torchrun; else store)"},
     {"CHORUS_RANK", "(set by chorusrun)", "this process' rank in the job"},
     {"CHORUS_SIZE", "(set by chorusrun)", "the number of ranks in the job"},
     {"CHORUS_LOCAL_RANK", "(set by chorusrun)", "this process' rank among the job's processes on this host"},
@@ -255,6 +259,7 @@ struct Settings {
   std::chrono::microseconds spin{default_int(kVariables, "CHORUS_SPIN_US")};
   std::string progress{default_text(kVariables, "CHORUS_PROGRESS")};    // thread or caller
   std::string transport{default_text(kVariables, "CHORUS_TRANSPORT")};
+  std::string bootstrap{default_text(kVariables, "CHORUS_BOOTSTRAP")};   // pmix, store or auto
   std::string ofi_provider;                                                // CHORUS_OFI_PROVIDER ("" = auto)
   // Test hook CHORUS_TEST_OFI_STALL="RANK:N": on RANK, the N-th libfabric
   // data-path call spins instead of returning (the stall escape's tests).

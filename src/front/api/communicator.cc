@@ -62,10 +62,14 @@ std::string this_hostname() {
 std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_environment() {
   signals::remove_infinipath_handlers();  // the real signal and status must reach the launcher
   config::Settings settings = config::Settings::from_env();
-  bootstrap::JobInfo job = bootstrap::detect_job();
-  return create(std::move(settings), std::move(job), [](const bootstrap::JobInfo& job, std::chrono::milliseconds timeout) {
-    return std::make_unique<bootstrap::Bootstrap>(job, timeout);
-  });
+  // CHORUS_BOOTSTRAP: under pmix the job comes from the PMIx server (PMIx_Init here).
+  bootstrap::DetectedJob detected = bootstrap::detect_job(settings.bootstrap);
+  std::shared_ptr<bootstrap::PmixClient> pmix = std::move(detected.pmix);
+  return create(std::move(settings), std::move(detected.job),
+                [pmix](const bootstrap::JobInfo& job, std::chrono::milliseconds timeout) {
+                  if (pmix) return std::make_unique<bootstrap::Bootstrap>(job, timeout, pmix);
+                  return std::make_unique<bootstrap::Bootstrap>(job, timeout);
+                });
 }
 
 std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(config::Settings settings, bootstrap::JobInfo job,
@@ -119,6 +123,11 @@ void CommunicatorImpl::connect() {
   if (job.launcher != "chorusrun" && job.size > 1) watch_local_peers(session, hosts);
   // Bound before the transport exists, so its buffers are allocated near
   // the NIC and its CQ gets the planned completion vector.
+  // Under PMIx no CHORUS_STORE_ADDR tells the tcp transport which of this
+  // host's addresses the others reach: the one toward rank 0's store does.
+  if (!all_local && session.settings.tcp.iface.empty() && !session.bootstrap->address_toward_store().empty()) {
+    session.settings.tcp.iface = session.bootstrap->address_toward_store();
+  }
   const topology::Placement placement = place(describe_nic(session.settings, all_local), host);
   // The progress thread follows the plan only when the rank is bound: an
   // unbound rank's thread stays wherever the rank's threads may run.
@@ -135,7 +144,7 @@ void CommunicatorImpl::connect() {
   set_members(std::move(everyone), job.rank);
   session.bootstrap->barrier("chorus/connected");
   log::info("rank ", job.rank, "/", job.size, " connected over ", session.transport->name(), " (launcher ",
-            job.launcher, ")");
+            job.launcher, ", bootstrap ", job.bootstrap, ")");
   // A transport that acks and retransmits in software (UD) needs progress
   // between calls from the start, not only after a non-blocking call
   // (CHORUS_PROGRESS=caller: nothing between calls, by request).

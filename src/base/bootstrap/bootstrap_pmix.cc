@@ -1,0 +1,162 @@
+// Bootstrap through PMIx (docs/bootstrap.md, "Under a resource manager:
+// PMIx"): all_gather is PMIx_Put + PMIx_Commit + a fence that collects the
+// data + PMIx_Get per rank; barrier is a fence without data. Rank 0 still
+// serves a TCP store for what PMIx does not carry yet (departures, the call
+// ledger, finalize's records); its address and the job secret travel
+// through PMIx, so no rank needs CHORUS_STORE_ADDR.
+#include "bootstrap/departures.hpp"
+#include "bootstrap/pmix_client.hpp"
+#include "bootstrap/socket.hpp"
+#include "bootstrap/store.hpp"
+#include "common/log.hpp"
+
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace chorus::bootstrap {
+
+namespace {
+
+// The PMIx key of rank 0's store record: "host:port\nsecret".
+constexpr const char* kStoreKey = "chorus.store";
+
+// An address of this host that ranks on other hosts can reach: the first
+// IPv4 address of an interface that is up and not loopback. CHORUS_STORE_ADDR
+// overrides it (several networks, only one of them shared by the hosts).
+std::string address_for_other_hosts() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) fail(Status::bootstrap, "getifaddrs failed: ", errno_string(errno));
+  std::string found;
+  for (ifaddrs* entry = list; entry != nullptr && found.empty(); entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET) continue;
+    if ((entry->ifa_flags & IFF_UP) == 0 || (entry->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    if (inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr, text, sizeof text)) {
+      found = text;
+    }
+  }
+  freeifaddrs(list);
+  if (found.empty()) {
+    fail(Status::config, "rank 0 has no IPv4 address other than loopback for the ranks on other hosts to reach its "
+                         "store; set CHORUS_STORE_ADDR=host:port to one they can reach");
+  }
+  return found;
+}
+
+// The local address the kernel would use toward `host` (a UDP socket's
+// connect sends nothing); empty if there is no route.
+std::string local_address_toward(const std::string& host) {
+  sockaddr_in peer{};
+  peer.sin_family = AF_INET;
+  peer.sin_port = htons(9);
+  if (inet_pton(AF_INET, host.c_str(), &peer.sin_addr) != 1) return {};
+  net::Fd probe(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!probe || ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&peer), sizeof peer) != 0) return {};
+  sockaddr_in local{};
+  socklen_t length = sizeof local;
+  if (getsockname(probe.get(), reinterpret_cast<sockaddr*>(&local), &length) != 0) return {};
+  char text[INET_ADDRSTRLEN] = {};
+  return inet_ntop(AF_INET, &local.sin_addr, text, sizeof text) != nullptr ? std::string(text) : std::string();
+}
+
+}  // namespace
+
+void Bootstrap::open_pmix_store() {
+  std::string host;
+  uint16_t port = 0;
+  if (job_.rank == 0) {
+    // CHORUS_STORE_ADDR if given; loopback when the whole job is on this host.
+    std::string bind_host = job_.store_host;
+    if (bind_host.empty()) bind_host = job_.local_size == job_.size ? "127.0.0.1" : "0.0.0.0";
+    try {
+      server_ = std::make_unique<StoreServer>(bind_host, job_.store_port, job_.secret);
+    } catch (const Error& e) {
+      throw Error(e.status(), concat("rank 0 cannot serve the bootstrap store (PMIx job ", job_.job_id, "): ", e.what()));
+    }
+    port = server_->port();
+    host = bind_host == "0.0.0.0" ? "127.0.0.1" : bind_host;
+    const std::string published = bind_host == "0.0.0.0" ? address_for_other_hosts() : bind_host;
+    if (job_.local_size < job_.size) address_toward_store_ = published;
+    const std::string record = concat(net::format_address(published, port), "\n", job_.secret);
+    pmix_->put(kStoreKey, Bytes(record.begin(), record.end()));
+  }
+  pmix_->commit();
+  wait_fence(pmix_->start_fence(true), "PMIx bootstrap: rank 0 publishing its store's address", {});
+  if (job_.rank != 0) {
+    const Bytes record = pmix_->get(0, kStoreKey, timeout_);
+    const std::string text(record.begin(), record.end());
+    const size_t newline = text.find('\n');
+    const auto address = net::parse_host_port(text.substr(0, newline));
+    if (newline == std::string::npos || !address) {
+      fail(Status::bootstrap, "PMIx_Get(\"", kStoreKey, "\" of rank 0): the value is no \"host:port\\nsecret\" record");
+    }
+    host = address->host;
+    port = address->port;
+    job_.secret = text.substr(newline + 1);
+    if (job_.local_size < job_.size) address_toward_store_ = local_address_toward(host);
+  }
+  connect_store(host, port);
+}
+
+void Bootstrap::wait_fence(const std::shared_ptr<PmixFence>& fence, const std::string& what,
+                           const std::function<void()>& progress) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + timeout_;
+  const auto interval = startup_report_interval(timeout_);
+  auto next_report = start + interval;
+  auto next_failure_check = start + std::chrono::seconds(1);
+  auto pause = std::chrono::microseconds(50);  // grows to 5 ms: a long wait does not spin
+  while (!fence->done.load()) {
+    if (progress) progress();
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      throw Error(Status::timeout, concat(what, ": the PMIx fence did not complete within ", timeout_.count(),
+                                          " ms (CHORUS_TIMEOUT): some rank of the ", job_.size,
+                                          " has not reached it"));
+    }
+    if (now >= next_failure_check) {
+      next_failure_check = now + std::chrono::seconds(1);
+      if (std::optional<Error> failure = peer_failure()) {
+        throw Error(failure->status(), concat(what, ": ", failure->what()), failure->peer());
+      }
+    }
+    if (now >= next_report) {
+      next_report = now + interval;
+      log::warn(what, ": still waiting for every rank of ", job_.size, " to reach the PMIx fence (",
+                std::chrono::duration_cast<std::chrono::seconds>(now - start).count(), " s so far; CHORUS_TIMEOUT is ",
+                static_cast<double>(timeout_.count()) / 1000, " s)");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
+  }
+  if (std::optional<Error> error = PmixClient::fence_error(*fence, what)) {
+    // A fence fails when a participant is gone: say who, if anyone knows.
+    if (std::optional<Error> failure = peer_failure()) {
+      throw Error(failure->status(), concat(error->what(), "; ", failure->what()), failure->peer());
+    }
+    throw *error;
+  }
+}
+
+std::vector<Bytes> Bootstrap::pmix_all_gather(const std::string& prefix, const Bytes& blob) {
+  // Each round of a prefix gets its own key: PMIx keeps every value until
+  // PMIx_Finalize, and a rank must never read the previous round's.
+  const int round = pmix_rounds_[prefix]++;
+  const std::string key = round == 0 ? concat("chorus.", prefix) : concat("chorus.", prefix, "#", round);
+  pmix_->put(key, blob);
+  pmix_->commit();
+  wait_fence(pmix_->start_fence(true), concat("all_gather \"", prefix, "\""), {});
+  std::vector<Bytes> blobs;
+  blobs.reserve(static_cast<size_t>(job_.size));
+  for (int r = 0; r < job_.size; ++r) blobs.push_back(r == job_.rank ? blob : pmix_->get(r, key, timeout_));
+  return blobs;
+}
+
+}  // namespace chorus::bootstrap

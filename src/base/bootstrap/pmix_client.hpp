@@ -1,0 +1,97 @@
+// PMIx (docs/bootstrap.md, "Under a resource manager: PMIx"): which bootstrap
+// a process uses (CHORUS_BOOTSTRAP), and the PMIx client behind the pmix one.
+// This header names no PMIx type, so it compiles in every build; in a build
+// without PMIx (CHORUS_HAVE_PMIX unset) PmixClient::connect() fails with
+// Status::config saying so.
+#pragma once
+
+#include "common/error.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace chorus::bootstrap {
+
+using Bytes = std::vector<uint8_t>;
+
+// True if this build has the PMIx bootstrap.
+bool pmix_built();
+// "PMIx 4.2.2rc2" (the library's own version string), or why it is not built.
+std::string pmix_description();
+
+// CHORUS_BOOTSTRAP's answer for this process: "pmix" or "store", and why.
+struct BootstrapChoice {
+  std::string kind;
+  std::string why;
+};
+// `setting` is CHORUS_BOOTSTRAP's value (pmix, store or auto). auto picks
+// pmix when this build has it and a PMIx server started the process
+// (PMIX_NAMESPACE and PMIX_RANK set), except under chorusrun or torchrun,
+// whose ranks may inherit their parent's PMIx identity. pmix where it
+// cannot work throws Error(Status::config) saying why.
+BootstrapChoice choose_bootstrap(const std::string& setting);
+
+// A fence in flight (PMIx_Fence_nb): PMIx's progress thread sets `done` and
+// `status`; the caller polls, so that it can drive its transport and ask
+// whether a rank failed while it waits.
+struct PmixFence {
+  std::atomic<bool> done{false};
+  std::atomic<int> status{0};  // a pmix_status_t
+};
+
+// This process' PMIx client: initialised once (PMIx_Init) when the job is
+// detected, finalised (PMIx_Finalize) when the last owner lets it go. Every
+// call's failure throws Error(Status::bootstrap) naming the PMIx call, the
+// key and the peer rank where there is one, and PMIx_Error_string.
+class PmixClient {
+ public:
+  // PMIx_Init, then this process' place in the job: PMIX_RANK, PMIX_JOB_SIZE,
+  // PMIX_LOCAL_RANK, PMIX_LOCAL_SIZE, PMIX_NODEID; and a handler for the
+  // server's process-termination events.
+  static std::shared_ptr<PmixClient> connect();
+  ~PmixClient();
+  PmixClient(const PmixClient&) = delete;
+  PmixClient& operator=(const PmixClient&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  uint32_t node_id() const { return node_id_; }
+  const std::string& nspace() const { return nspace_; }
+
+  // PMIx_Put(PMIX_GLOBAL) of a byte object; visible to the others after
+  // commit() and a collecting fence.
+  void put(const std::string& key, const Bytes& value);
+  void commit();
+  // PMIx_Fence_nb over every process of the namespace; with `collect`, the
+  // committed values travel with it (PMIX_COLLECT_DATA), so get() after it
+  // answers locally.
+  std::shared_ptr<PmixFence> start_fence(bool collect);
+  // The fence's outcome as an error naming `what`, or nullopt on success.
+  static std::optional<Error> fence_error(const PmixFence& fence, const std::string& what);
+  // PMIx_Get of `rank`'s byte object at `key`, waiting at most `timeout`.
+  Bytes get(int rank, const std::string& key, std::chrono::milliseconds timeout);
+  // The first rank the PMIx server reported dead (aborted, or ended without
+  // finalizing), as Error(Status::peer_failed) naming it; nullopt if none.
+  std::optional<Error> terminated() const;
+
+  class Impl;
+
+ private:
+  PmixClient();
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0;
+  int size_ = 1;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  uint32_t node_id_ = 0;
+  std::string nspace_;
+};
+
+}  // namespace chorus::bootstrap
