@@ -511,6 +511,32 @@ TEST(Departures, ARankTheLauncherSawEndBlocksEveryCallThatNeedsIt) {
       << blocked->what();
 }
 
+// A rank that left after an error another rank caused (a closed connection
+// from rank 3) is named by its cause: survivors name the first rank that
+// failed, as under chorusrun's record (docs/errors.md), and the record
+// keeps the cause through the store.
+TEST(Departures, ARankThatLeftBecauseOfAnotherNamesThatRank) {
+  const std::vector<int> everyone = {0, 1, 2, 3};
+  Departure left = departure(1, true, {{0, 20}});
+  left.how = "allreduce on rank 1 failed: tcp: receiving from rank 3: closed the connection";
+  left.cause = 3;
+  std::optional<Departure> back = decode_departure(encode(left));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->cause, 3);
+  EXPECT_EQ(back->how, left.how);
+  EXPECT_EQ(back->calls_on(0), 20u);
+  EXPECT_EQ(decode_departure(encode(departure(1, true, {})))->cause, -1);
+  EXPECT_FALSE(decode_departure(bytes_of("rank 1\nfailed 1\ncalls \ncause x\nhow y")).has_value());
+  EXPECT_FALSE(decode_departure(bytes_of("rank 1\nfailed 1\ncalls \ncause 3")).has_value());
+  auto blocked = departure_blocking({*back}, collective(everyone, 20), 0);
+  ASSERT_TRUE(blocked.has_value());
+  EXPECT_EQ(blocked->peer(), 3);
+  EXPECT_NE(std::string(blocked->what()).find("rank 1 left the job after an error: " + left.how), std::string::npos)
+      << blocked->what();
+  // The cause itself asking: it is named by the rank that left.
+  EXPECT_EQ(departure_blocking({*back}, collective(everyone, 20), 3)->peer(), 1);
+}
+
 TEST(Departures, OnlyARankThatNeverJoinsTheCallBlocksIt) {
   const std::vector<int> everyone = {0, 1, 2};
   // Rank 2 finalized after 1 call; rank 0 is in call 2: blocked, naming rank 2.

@@ -34,7 +34,8 @@ class ScopedEnv {
   }
 
  private:
-  static constexpr const char* kNames[] = {"PMIX_NAMESPACE", "PMIX_RANK", "CHORUS_RANK", "TORCHELASTIC_RUN_ID"};
+  static constexpr const char* kNames[] = {"PMIX_NAMESPACE", "PMIX_RANK", "CHORUS_RANK", "TORCHELASTIC_RUN_ID",
+                                           "OMPI_COMM_WORLD_RANK"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -76,6 +77,20 @@ TEST(PmixChoice, AutoPicksTheStoreUnderChorusrunAndTorchrunEvenWithPmixVariables
     const BootstrapChoice choice = choose_bootstrap("auto");
     EXPECT_EQ(choice.kind, "store") << launcher;
     EXPECT_NE(choice.why.find(launcher), std::string::npos) << choice.why;
+  }
+}
+
+// Open MPI 4.1's mpirun can hang at the job's end after a rank left during
+// a fence (pmix_client.cc): auto keeps the store there, pmix is still allowed.
+TEST(PmixChoice, AutoPicksTheStoreUnderOpenMpisMpirun) {
+  auto values = kPmixServer;
+  values["OMPI_COMM_WORLD_RANK"] = "0";
+  ScopedEnv env(values);
+  const BootstrapChoice choice = choose_bootstrap("auto");
+  EXPECT_EQ(choice.kind, "store");
+  EXPECT_NE(choice.why.find("Open MPI's mpirun"), std::string::npos) << choice.why;
+  if (pmix_built()) {
+    EXPECT_EQ(choose_bootstrap("pmix").kind, "pmix");
   }
 }
 

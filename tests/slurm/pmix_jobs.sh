@@ -5,11 +5,9 @@
 #   1. the collective matrix on 4 x 2 ranks (MATRIX_DEPTH_4X2),
 #   2. the collective matrix on 3, 1, 4, 2 ranks per node (MATRIX_DEPTH_UNEVEN),
 #   3. a fault: rank 3 (on h1) SIGKILLs itself in an allreduce; every one of
-#      the 7 survivors fails within 2 s of its death, and srun exits
-#      non-zero. How many name rank 3 itself is printed, not asserted: under
-#      PMIx there is no launcher record of who died first, and a survivor
-#      that learns it from a rank that left after an error names that rank
-#      (docs/slurm.md, "Naming under srun": issue 39's work left).
+#      the 7 survivors names it within 2 s of its death (also those that
+#      learn it from a rank that left because of it: docs/errors.md), and
+#      srun exits non-zero.
 # Every rank's pass line, the log's "bootstrap pmix" on every rank and each
 # job's exit status are checked. Exit 77 (SKIP) where the cluster cannot
 # start (cluster.sh says why).
@@ -78,6 +76,7 @@ failed=$(grep -c "^[0-9.]* rank [0-9]*: error after " "$log")
 named=$(grep -c "names the failed peer (peer 3)" "$log")
 echo "survivors that failed: $failed of 7; that named rank 3 itself: $named of 7"
 [ "$failed" -eq 7 ] || fail "fault: $failed survivors reported an error, expected 7"
+[ "$named" -eq 7 ] || fail "fault: $named survivors named rank 3, expected 7"
 grep -q "no error after\|WRONG RESULT" "$log" && fail "fault: a survivor missed the fault or computed a wrong result"
 killed_at=$(sed -n 's/^\([0-9.]*\) rank 3: failing now.*/\1/p' "$log")
 if [ -n "$killed_at" ]; then

@@ -21,13 +21,15 @@ std::string Departure::describe() const {
 }
 
 // "rank 2\nfailed 0\ncalls 0:5,3:1\nhow called finalize()" — `how` last: it
-// may hold anything. "failed 2": ended_unannounced (failed too).
+// may hold anything. "failed 2": ended_unannounced (failed too). A line
+// "cause R" before `how` where Departure::cause is set.
 Bytes encode(const Departure& departure) {
   const int failed = departure.ended_unannounced ? 2 : departure.failed ? 1 : 0;
   std::string text = concat("rank ", departure.rank, "\nfailed ", failed, "\ncalls ");
   for (size_t i = 0; i < departure.calls.size(); ++i) {
     text += concat(i == 0 ? "" : ",", departure.calls[i].first, ":", departure.calls[i].second);
   }
+  if (departure.cause >= 0) text += concat("\ncause ", departure.cause);
   text += "\nhow " + departure.how.substr(0, 4000);
   return Bytes(text.begin(), text.end());
 }
@@ -56,6 +58,14 @@ std::optional<Departure> decode_departure(std::span<const uint8_t> bytes) {
     departure.calls.emplace_back(static_cast<uint32_t>(*context), static_cast<uint64_t>(*count));
   }
   std::string how((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (how.rfind("cause ", 0) == 0) {
+    const size_t end = how.find('\n');
+    if (end == std::string::npos) return std::nullopt;
+    auto cause = config::parse_int(how.substr(6, end - 6), 0, INT32_MAX);
+    if (!cause) return std::nullopt;
+    departure.cause = static_cast<int>(*cause);
+    how.erase(0, end + 1);
+  }
   if (how.rfind("how ", 0) != 0) return std::nullopt;
   departure.how = how.substr(4);
   return departure;
@@ -81,7 +91,8 @@ std::optional<Error> departure_blocking(const std::vector<Departure>& departures
     // failed did not finish the last one it counted.
     const uint64_t made = d.calls_on(call.context);
     if (d.failed ? made > call.calls : made >= call.calls) continue;
-    if (d.failed) return Error(Status::peer_failed, left, d.rank);
+    // Named: the rank whose failure made it leave, where it said so.
+    if (d.failed) return Error(Status::peer_failed, left, d.cause >= 0 && d.cause != self ? d.cause : d.rank);
     return Error(Status::peer_failed,
                  concat(left, " after ", made, " collective call", made == 1 ? "" : "s",
                         " on this communicator; this rank is in call ", call.calls, " (", call.what,

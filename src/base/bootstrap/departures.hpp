@@ -30,6 +30,11 @@ struct Departure {
   // (exit(0) mid-job, a return before init): counts as failed; `how` is
   // what the launcher saw, e.g. "exited with status 0 without finalize()".
   bool ended_unannounced = false;
+  // Failed because another rank failed (its error named that peer: a closed
+  // connection, that rank's own departure): the rank to name, so survivors
+  // name the first rank that failed, not the one that left because of it.
+  // -1: this rank's own error, or unknown.
+  int cause = -1;
 
   uint64_t calls_on(uint32_t context) const;
   // "rank 2 left the job (called finalize())", "rank 2 left the job after an

@@ -173,7 +173,7 @@ inline constexpr VariableDoc kVariables[] = {
     {"CHORUS_BOOTSTRAP", "auto",
      "how the ranks find each other: pmix (the PMIx server of srun --mpi=pmix or Open MPI's mpirun), store "
      "(chorus' TCP store: chorusrun's, or rank 0's under other launchers) or auto (pmix when this build has it "
-     "and PMIX_NAMESPACE and PMIX_RANK are set, except under chorusrun and torchrun; else store)"},
+     "and PMIX_NAMESPACE and PMIX_RANK are set, except under chorusrun, torchrun and Open MPI's mpirun; else store)"},
     {"CHORUS_RANK", "(set by chorusrun)", "this process' rank in the job"},
     {"CHORUS_SIZE", "(set by chorusrun)", "the number of ranks in the job"},
     {"CHORUS_LOCAL_RANK", "(set by chorusrun)", "this process' rank among the job's processes on this host"},

@@ -327,6 +327,16 @@ std::string CommunicatorImpl::selected_algorithm(Collective op, size_t bytes) co
   return std::string(choose(op, bytes).name);
 }
 
+namespace {
+// The rank a failure came from, for this rank's departure record
+// (Departure::cause): the peer of a peer failure or of a broken link; -1 for
+// this rank's own errors (a bad argument, a disagreement, a timeout: who
+// failed first is not known there).
+int caused_by(const Error& error) {
+  return error.status() == Status::peer_failed || error.status() == Status::transport ? error.peer() : -1;
+}
+}  // namespace
+
 void CommunicatorImpl::finalize(const char* how) {
   if (!session_) return;  // construction failed before the session existed
   std::unique_lock lock(session_->mutex);
@@ -353,7 +363,8 @@ void CommunicatorImpl::finalize(const char* how) {
     // Failed: every operation was abandoned with the error and completes at once.
     if (progress != nullptr) progress->complete_all(lock, nullptr);
     session.closed = true;
-    session.announce_departure(sticky_error_ ? sticky_error_->what() : how, sticky_error_.has_value());
+    session.announce_departure(sticky_error_ ? sticky_error_->what() : how, sticky_error_.has_value(),
+                               sticky_error_ ? caused_by(*sticky_error_) : -1);
   } else {
     session.closed = true;
     session.announce_departure(how, false);

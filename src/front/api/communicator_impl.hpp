@@ -152,7 +152,8 @@ struct Session {
   // Records `error` as `communicator`'s disagreement unless one is known.
   void record_disagreement(uint64_t communicator, const Error& error);
   // Tells the other ranks this one is gone; failures are only logged.
-  void announce_departure(const std::string& how, bool failed) noexcept;
+  // `cause`: the peer a failure came from (Departure::cause), or -1.
+  void announce_departure(const std::string& how, bool failed, int cause = -1) noexcept;
   // The engine's progress, its non-blocking operations enabled with the
   // first of them (under `mutex`).
   p2p::Progress& nonblocking();

@@ -20,21 +20,30 @@ std::optional<Error> Session::peer_failure(bool stalled) {
   if (now < next_departure_probe) return std::nullopt;
   next_departure_probe = now + p2p::ProgressRules::kFailureProbeInterval - std::chrono::milliseconds(100);
   if (std::optional<Error> failure = bootstrap->launcher_failure()) return failure;
+  // The departures before the /proc watch: a same-host peer that left after
+  // an error, and then exited, said why (and which rank caused it) in its
+  // record; its exit alone would name it as the rank that failed.
+  if (bootstrap->store_answers()) {
+    try {
+      if (std::optional<Error> departed =
+              bootstrap::departure_blocking(bootstrap->departures().refresh(), current_call, job.rank)) {
+        return departed;
+      }
+    } catch (const Error&) {
+      // The store is gone (rank 0 served it): the watch, the transport or the timeout will tell.
+    }
+  }
   if (local_liveness) {
     if (std::optional<Error> dead = local_liveness->dead_peer()) return dead;
   }
-  if (!bootstrap->store_answers()) return std::nullopt;
-  try {
-    return bootstrap::departure_blocking(bootstrap->departures().refresh(), current_call, job.rank);
-  } catch (const Error&) {
-    return std::nullopt;  // the store is gone (rank 0 served it): the transport or the timeout will tell
-  }
+  return std::nullopt;
 }
 
-void Session::announce_departure(const std::string& how, bool failed) noexcept {
+void Session::announce_departure(const std::string& how, bool failed, int cause) noexcept {
   if (!bootstrap || !bootstrap->store_answers()) return;
   try {
     bootstrap::Departure departure{job.rank, failed, how, {calls_made.begin(), calls_made.end()}};
+    if (failed && cause != job.rank) departure.cause = cause;
     bootstrap->departures().announce(departure);
   } catch (const std::exception& e) {
     log::debug("rank ", job.rank, " could not announce that it leaves the job: ", e.what());
