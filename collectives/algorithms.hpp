@@ -34,5 +34,9 @@ void allreduce_board(Context& ctx, const Args& args);
 void broadcast_board(Context& ctx, const Args& args);
 void reduce_board(Context& ctx, const Args& args);
 void barrier_board(Context& ctx, const Args& args);
+// hierarchical.cc: from the host layout, for ranks on several hosts.
+void allreduce_hierarchical(Context& ctx, const Args& args);
+void broadcast_hierarchical(Context& ctx, const Args& args);
+void reduce_hierarchical(Context& ctx, const Args& args);
 
 }  // namespace chorus::coll

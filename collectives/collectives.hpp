@@ -122,7 +122,26 @@ class Context {
   // The board algorithms (board.cc): this call's board, or nullptr (see
   // usable_board).
   transport::Boards* board_for(size_t bytes) const {
+    if (part_of_call_) return nullptr;  // the board serves the whole communicator, not a subset
     return usable_board(engine_.transport(), context_id(), bytes, transport::kBoardDataBytes, on_fiber_);
+  }
+
+  // The host layout (hierarchical.cc): the host of every engine rank, as
+  // indices 0..hosts-1; empty when not known (then one host).
+  void set_hosts(std::span<const int> host_of_engine_rank) { hosts_ = host_of_engine_rank; }
+  int host_of(int rank) const {
+    return hosts_.empty() ? 0 : hosts_[static_cast<size_t>(engine_ranks_[static_cast<size_t>(rank)])];
+  }
+  // A part of this call among some of its ranks (`engine_ranks`, this rank
+  // being `rank` of them), for an algorithm made of others: its steps start
+  // at `first_step`, so its messages never match another part's between the
+  // same two ranks, and it never uses the board.
+  Context part(std::span<const int> engine_ranks, int rank, uint32_t first_step) const {
+    Context sub(engine_, engine_ranks, rank, call_, scratch_, tuning_, call_check_, on_fiber_);
+    sub.hosts_ = hosts_;
+    sub.first_step_ = first_step_ + first_step;
+    sub.part_of_call_ = true;
+    return sub;
   }
   uint32_t context_id() const { return p2p::CallTag::context_of(call_.base()); }
   p2p::CallTag call() const { return call_; }
@@ -138,7 +157,7 @@ class Context {
   }
 
  private:
-  p2p::Tag tag(uint32_t step) const { return call_.step(step); }
+  p2p::Tag tag(uint32_t step) const { return call_.step(first_step_ + step); }
 
   p2p::Engine& engine_;
   std::span<const int> engine_ranks_;
@@ -148,6 +167,9 @@ class Context {
   const Tuning& tuning_;
   uint32_t call_check_;
   bool on_fiber_;
+  std::span<const int> hosts_;
+  uint32_t first_step_ = 0;
+  bool part_of_call_ = false;
 };
 
 using AlgorithmFn = void (*)(Context& ctx, const Args& args);

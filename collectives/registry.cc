@@ -10,19 +10,22 @@ namespace chorus::coll {
 
 namespace {
 
-const std::array<Algorithm, 28> kAlgorithms = {{
+const std::array<Algorithm, 31> kAlgorithms = {{
     {"ring", Collective::allreduce, allreduce_ring},
     {"tree", Collective::allreduce, allreduce_tree},
     {"recursive_doubling", Collective::allreduce, allreduce_recursive_doubling},
     {"board", Collective::allreduce, allreduce_board},
+    {"hierarchical", Collective::allreduce, allreduce_hierarchical},
     {"binomial", Collective::broadcast, broadcast_binomial},
     {"pipelined", Collective::broadcast, broadcast_pipelined},
     {"linear", Collective::broadcast, broadcast_linear},
     {"board", Collective::broadcast, broadcast_board},
+    {"hierarchical", Collective::broadcast, broadcast_hierarchical},
     {"dissemination", Collective::barrier, barrier_dissemination},
     {"board", Collective::barrier, barrier_board},
     {"binomial", Collective::reduce, reduce_binomial},
     {"board", Collective::reduce, reduce_board},
+    {"hierarchical", Collective::reduce, reduce_hierarchical},
     {"ring", Collective::allgather, allgather_ring},
     {"bruck", Collective::allgather, allgather_bruck},
     {"ring", Collective::reduce_scatter, reduce_scatter_ring},

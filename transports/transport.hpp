@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace chorus::transport {
@@ -40,6 +41,9 @@ class MemoryRegion {
   // for byte 0 (the virtual address, or 0 for offset-based providers) and the key.
   uint64_t remote_address() const { return remote_address_; }
   uint64_t remote_key() const { return remote_key_; }
+  // What `peer` needs: the same for every peer, except where a transport
+  // reaches different peers through different transports (the hybrid one).
+  virtual std::pair<uint64_t, uint64_t> remote_for(int /*peer*/) const { return {remote_address_, remote_key_}; }
 
  protected:
   MemoryRegion(void* base, size_t length, uint64_t remote_address, uint64_t remote_key)

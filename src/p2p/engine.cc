@@ -33,6 +33,7 @@ Request Engine::Impl::isend(int peer, Tag tag, const void* buffer, size_t bytes,
     MessageHeader header{MessageType::eager, tag, bytes, call_check};
     transport_.post_eager(peer, &header, sizeof header, buffer, bytes);
     ++counters_.eager_sent;
+    count_out(peer, bytes);
     // The transport copied the bytes: done, with no slot to allocate or free.
     return Request{Request::kFinishedSend, static_cast<uint32_t>(peer)};
   }
@@ -48,9 +49,10 @@ Request Engine::Impl::isend(int peer, Tag tag, const void* buffer, size_t bytes,
     slot.registration = reg_cache_.acquire(buffer, bytes);
     RtsMessage rts{};
     rts.header = MessageHeader{MessageType::rts, tag, bytes, call_check};
-    rts.body.address = slot.registration->remote_address() +
-                       (reinterpret_cast<uintptr_t>(buffer) - reinterpret_cast<uintptr_t>(slot.registration->base()));
-    rts.body.key = slot.registration->remote_key();
+    const auto [remote_address, remote_key] = slot.registration->remote_for(peer);
+    rts.body.address =
+        remote_address + (reinterpret_cast<uintptr_t>(buffer) - reinterpret_cast<uintptr_t>(slot.registration->base()));
+    rts.body.key = remote_key;
     rts.body.send_id = encode_id(request);
     transport_.post_eager(peer, &rts, sizeof rts, nullptr, 0);
     slot.state = Slot::State::awaiting_fin;
@@ -126,6 +128,7 @@ void Engine::Impl::on_eager(int peer, const void* data, size_t bytes) {
         return report_protocol_error(peer, concat("eager length ", header.length, " but ", body_bytes, " bytes"));
       }
       ++counters_.eager_received;
+      count_in(peer, body_bytes);
       return arrive(peer, header, body, nullptr);
     case MessageType::rts: {
       if (body_bytes != sizeof(RtsBody)) return report_protocol_error(peer, "RTS of the wrong size");
@@ -327,6 +330,7 @@ std::optional<std::pair<int, Tag>> Engine::find_unexpected(const std::function<b
 }
 Progress& Engine::progress_engine() { return impl_->progress_engine(); }
 const Counters& Engine::counters() const { return impl_->counters(); }
+void Engine::set_other_hosts(std::vector<bool> other_host) { impl_->set_other_hosts(std::move(other_host)); }
 void Engine::abandon_all(const Error& cause) { impl_->abandon_all(cause); }
 void Engine::cancel(const Request& request, const Error& cause) { impl_->cancel(request, cause); }
 void Engine::persist_memory(const void* base, size_t bytes) { impl_->reg_cache().add_persistent(base, bytes); }

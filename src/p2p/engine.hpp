@@ -27,6 +27,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace chorus::p2p {
 
@@ -59,6 +60,12 @@ struct Counters {
   uint64_t unexpected = 0;  // messages that arrived before their receive
   uint64_t reads_posted = 0;
   uint64_t blocked_waits = 0;  // times progress blocked on the transport's fd
+  // Payload bytes to and from the ranks of this host and of other hosts
+  // (Engine::set_other_hosts; all "this host" until then): eager messages as
+  // sent and as received, a rendezvous payload as the receiver reads it and
+  // as the sender's FIN completes it. Headers and FINs are not counted.
+  uint64_t bytes_out_this_host = 0, bytes_in_this_host = 0;
+  uint64_t bytes_out_other_hosts = 0, bytes_in_other_hosts = 0;
 };
 
 // What a wait_until() waits for, for its errors: the peer it depends on
@@ -163,6 +170,8 @@ class Engine {
   void set_timeout(std::chrono::milliseconds timeout);
   std::chrono::milliseconds timeout() const;
   const Counters& counters() const;
+  // Which engine ranks are on another host than this one (the counters above).
+  void set_other_hosts(std::vector<bool> other_host);
 
   // Memory chorus owns (collective scratch) stays registered while it lives:
   // call persist_memory after allocating it and forget_memory before freeing.

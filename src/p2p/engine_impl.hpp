@@ -156,6 +156,16 @@ class Engine::Impl final : public transport::Sink {
   const config::Settings& settings() const { return settings_; }
   void set_timeout(std::chrono::milliseconds timeout) { settings_.timeout = timeout; }
   const Counters& counters() const { return counters_; }
+  void set_other_hosts(std::vector<bool> other_host) { other_host_ = std::move(other_host); }
+  bool on_other_host(int peer) const {
+    return static_cast<size_t>(peer) < other_host_.size() && other_host_[static_cast<size_t>(peer)];
+  }
+  void count_out(int peer, size_t bytes) {
+    (on_other_host(peer) ? counters_.bytes_out_other_hosts : counters_.bytes_out_this_host) += bytes;
+  }
+  void count_in(int peer, size_t bytes) {
+    (on_other_host(peer) ? counters_.bytes_in_other_hosts : counters_.bytes_in_this_host) += bytes;
+  }
   RegCache& reg_cache() { return reg_cache_; }
 
  private:
@@ -268,6 +278,7 @@ class Engine::Impl final : public transport::Sink {
   std::vector<uint64_t> deferred_reads_;               // receives whose reads to (re)issue
   std::vector<std::pair<int, uint64_t>> deferred_fins_;  // (peer, send id)
   Counters counters_;
+  std::vector<bool> other_host_;  // by engine rank (set_other_hosts)
   Progress progress_;  // last: made after, and gone before, what it drives
 };
 

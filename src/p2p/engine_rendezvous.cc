@@ -64,6 +64,7 @@ void Engine::Impl::issue_reads(Slot& slot, uint64_t context) {
     slot.read_next += bytes;
     ++slot.reads_outstanding;
     ++counters_.reads_posted;
+    count_in(slot.result.source, bytes);
   }
 }
 
@@ -78,6 +79,7 @@ void Engine::Impl::finish_send(int peer, uint64_t send_id) {
       slot->peer != peer) {
     return report_protocol_error(peer, concat("FIN for unknown send 0x", std::hex, send_id));
   }
+  count_out(peer, slot->capacity);
   slot->registration.reset();
   slot->state = Slot::State::done;
 }

@@ -11,17 +11,26 @@
 # touched.
 #
 #   netns_hosts.sh [--lossy] CHORUSRUN MATRIX [MATRIX ARGS...]
+#   netns_hosts.sh --hybrid CHORUSRUN MATRIX FAULT_PROGRAM [MATRIX ARGS...]
+# --hybrid (docs/transport-hybrid.md): every rank also gets its namespace's
+# hostname (its own UTS namespace, set by netns_rsh.sh), and 10 ranks run
+# 3, 1, 4, 2 per host, placed by slot (block) and by node (round-robin),
+# over the automatic transport: shm to the ranks of their host, tcp to the
+# others; each rank's log must say so. Then a fault: one rank of h2 SIGKILLs
+# itself in an allreduce, and every survivor must name it within 2 s.
 # Exit 77 (ctest SKIP) with the reason where namespaces cannot be made, or
 # (--lossy) where no link can be made lossy: a step that did not run is
 # never reported as passed.
 set -u
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
-lossy=0
+lossy=0 hybrid=0
 if [ "${1:-}" = "--lossy" ]; then lossy=1; shift; fi
-[ $# -ge 2 ] || { echo "usage: netns_hosts.sh [--lossy] CHORUSRUN MATRIX [MATRIX ARGS...] (see --help)" >&2; exit 2; }
+if [ "${1:-}" = "--hybrid" ]; then hybrid=1; shift; fi
+[ $# -ge $((2 + hybrid)) ] || { echo "usage: netns_hosts.sh [--lossy|--hybrid] CHORUSRUN MATRIX [FAULT_PROGRAM] [MATRIX ARGS...] (see --help)" >&2; exit 2; }
 chorusrun=$1
 matrix=$2
 shift 2
+if [ $hybrid -eq 1 ]; then fault=$1; shift; fi
 matrix_args=("$@")
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -80,6 +89,70 @@ run_matrix() {
     exit 1
   fi
 }
+
+# run_hybrid PLACEMENT [CHORUSRUN OPTIONS]: the matrix on 3, 1, 4, 2 ranks.
+# Every rank must log its transport: shm+tcp, also rank 3 alone on h1 (the
+# choice is the job's: every address has the same form), and the ranks of
+# its own host as the ones it reaches over shm.
+run_hybrid() {
+  local placement=$1
+  shift
+  echo "netns_hosts: hybrid, $placement: 10 ranks on 4 hosts with their own hostnames (3,1,4,2)"
+  local output status
+  output=$(NETNS_RSH_HOSTNAME=1 ip netns exec "${hosts[0]}" "$chorusrun" -n 10 \
+             --hosts "${hosts[0]}:3,${hosts[1]}:1,${hosts[2]}:4,${hosts[3]}:2" "$@" \
+             --rsh "$here/netns_rsh.sh" --store-addr "$subnet.1" --timeout 120 -x CHORUS_LOG_LEVEL=info \
+             "$matrix" "${matrix_args[@]}" 2>&1)
+  status=$?
+  echo "$output" | grep -E "reaches ranks|cases|FAILED|error" | head -24
+  echo "$output" | grep -E "chorus-matrix: rank [0-9]+ passed$"
+  local hybrid_ranks right_hosts r expected
+  hybrid_ranks=$(echo "$output" | grep -c "connected over shm+tcp")
+  right_hosts=0
+  for ((r = 0; r < 10; r++)); do
+    expected=${host_ranks[$r]}
+    echo "$output" | grep -q "transport: rank $r reaches ranks $expected (this host) over shm" && right_hosts=$((right_hosts + 1))
+  done
+  echo "netns_hosts: $placement: $hybrid_ranks of 10 ranks over shm+tcp, $right_hosts of 10 with the right host's ranks over shm"
+  if [ $status -ne 0 ] || ! echo "$output" | grep -q "cases, 0 failed" || [ "$hybrid_ranks" -ne 10 ] ||
+     [ "$right_hosts" -ne 10 ]; then
+    echo "$output" | tail -20
+    echo "FAILED: hybrid, $placement (chorusrun exit $status; expected 10 ranks over shm+tcp, each with its host's ranks)"
+    exit 1
+  fi
+}
+
+if [ $hybrid -eq 1 ]; then
+  export NETNS_RSH_HOSTNAME=1
+  # host_ranks[r]: the ranks on rank r's host, as its log line lists them.
+  host_ranks=(0,1,2 0,1,2 0,1,2 3 4,5,6,7 4,5,6,7 4,5,6,7 4,5,6,7 8,9 8,9)
+  run_hybrid "block placement (--map-by slot)"
+  # By node: 0 h0, 1 h1, 2 h2, 3 h3, 4 h0, 5 h2, 6 h3, 7 h0, 8 h2, 9 h2.
+  host_ranks=(0,4,7 1 2,5,8,9 3,6 0,4,7 2,5,8,9 3,6 0,4,7 2,5,8,9 2,5,8,9)
+  run_hybrid "round-robin placement (--map-by node)" --map-by node
+  # Block: ranks 4-7 are on h2; rank 5 dies, on a host of its own group.
+  echo "netns_hosts: hybrid, fault: rank 5 (${hosts[2]}) SIGKILLs itself in an allreduce of 64 KiB"
+  log=$(ip netns exec "${hosts[0]}" "$chorusrun" -n 10 \
+          --hosts "${hosts[0]}:3,${hosts[1]}:1,${hosts[2]}:4,${hosts[3]}:2" \
+          --rsh "$here/netns_rsh.sh" --store-addr "$subnet.1" --timeout 20 --failure-grace 30 \
+          "$fault" --victim 5 --after 20 --how kill --bytes 65536 2>&1)
+  status=$?
+  echo "$log" | grep -E "failing now|error after|no error|WRONG" | cut -c1-240
+  named=$(echo "$log" | grep -c "names the failed peer (peer 5)")
+  echo "netns_hosts: hybrid, fault: chorusrun exited $status; $named of 9 survivors named rank 5"
+  # chorusrun starts each line with "[RANK] ".
+  killed_at=$(echo "$log" | sed -n 's/^\[5\] \([0-9.]*\) rank 5: failing now.*/\1/p')
+  worst=$(echo "$log" | sed -n 's/^\[[0-9]*\] \([0-9.]*\) rank [0-9]*: error after .*/\1/p' |
+    awk -v k="${killed_at:-0}" 'BEGIN { w = 0 } { if ($1 - k > w) w = $1 - k } END { printf "%.2f", w }')
+  echo "netns_hosts: hybrid, fault: the last survivor failed ${worst} s after rank 5 died"
+  if [ $status -eq 0 ] || [ "$named" -ne 9 ] || [ -z "$killed_at" ] || ! awk -v w="$worst" 'BEGIN { exit !(w <= 2) }'; then
+    echo "$log" | tail -20
+    echo "FAILED: hybrid fault (expected a non-zero exit and 9 survivors naming rank 5 within 2 s)"
+    exit 1
+  fi
+  echo "netns_hosts: OK (hybrid: block, round-robin, fault)"
+  exit 0
+fi
 
 if [ $lossy -eq 0 ]; then
   # Every rank says where it listens: on its namespace's address, not loopback.

@@ -80,7 +80,11 @@ class ShmTransport final : public Transport {
         ring_bytes_(options.ring_bytes != 0
                         ? options.ring_bytes
                         : std::max<size_t>(256 * 1024, std::bit_ceil(4 * (max_eager_ + kRecordAlign)))),
+        names_(options.rank_names),
         peers_(static_cast<size_t>(size)) {
+    if (!names_.empty() && names_.size() != static_cast<size_t>(size_)) {
+      fail(Status::internal, "shm: ", names_.size(), " rank names for ", size_, " ranks");
+    }
     if (!std::has_single_bit(ring_bytes_) || ring_bytes_ < 2 * record_bytes(max_eager_)) {
       fail(Status::internal, "shm: ring of ", ring_bytes_, " bytes: must be a power of two of at least ",
            2 * record_bytes(max_eager_));
@@ -120,12 +124,12 @@ class ShmTransport final : public Transport {
         continue;
       }
       const AddressBlob blob =
-          parse_address(peers[static_cast<size_t>(peer)], peer, rank_, size_, ring_bytes_, own_host);
+          parse_address(peers[static_cast<size_t>(peer)], named(peer), named(rank_), size_, ring_bytes_, own_host);
       state.pid = static_cast<pid_t>(blob.pid);
-      state.segment = open_peer_segment(blob, peer, size_, ring_bytes_);
+      state.segment = open_peer_segment(blob, named(peer), size_, ring_bytes_);
       state.out.control = state.segment.control(rank_);
       state.out.ring = state.segment.ring(rank_, ring_bytes_);
-      check_cross_memory_attach(state.pid, state.segment, peer);
+      check_cross_memory_attach(state.pid, state.segment, named(peer));
       state.segment.header()->attached.fetch_add(1, std::memory_order_acq_rel);
     }
     boards_.areas.resize(static_cast<size_t>(size_));
@@ -135,7 +139,7 @@ class ShmTransport final : public Transport {
     }
     boards_.learn_pinned_cpus();
     if (boards_.shared_cpus) {
-      log::info("shm: rank ", rank_, " is pinned to CPU ", boards_.pinned_cpu[static_cast<size_t>(rank_)],
+      log::info("shm: rank ", named(rank_), " is pinned to CPU ", boards_.pinned_cpu[static_cast<size_t>(rank_)],
                 ", and some ranks share a CPU: the board keeps a CPU's lowest rank running while the others wait");
     }
     connected_ = true;
@@ -252,20 +256,21 @@ class ShmTransport final : public Transport {
   }
 
   void check_peer(int peer, const char* what) const {
-    if (peer < 0 || peer >= size_) fail(Status::internal, "shm: ", what, " rank ", peer, " of ", size_);
-    if (!connected_) fail(Status::internal, "shm: ", what, " rank ", peer, " before connect");
+    if (peer < 0 || peer >= size_) fail(Status::internal, "shm: ", what, " index ", peer, " of ", size_);
+    if (!connected_) fail(Status::internal, "shm: ", what, " rank ", named(peer), " before connect");
   }
 
   Error read_error(int peer, int err, size_t bytes, uint64_t address) const {
     const Peer& state = peers_[static_cast<size_t>(peer)];
     if (err == ESRCH) {
       return Error(Status::peer_failed,
-                   concat("shm: rank ", peer, " (pid ", state.pid, ") is gone: its memory cannot be read"), peer);
+                   concat("shm: rank ", named(peer), " (pid ", state.pid, ") is gone: its memory cannot be read"),
+                   named(peer));
     }
     return Error(Status::transport,
                  concat("shm: process_vm_readv of ", bytes, " bytes at 0x", std::hex, address, std::dec, " from rank ",
-                        peer, " (pid ", state.pid, ") failed: ", errno_string(err)),
-                 peer);
+                        named(peer), " (pid ", state.pid, ") failed: ", errno_string(err)),
+                 named(peer));
   }
 
   // Copies one message into the ring; false when it does not fit now.
@@ -351,9 +356,9 @@ class ShmTransport final : public Transport {
         ++delivered;
         sink.on_error(0, sender,
                       Error(Status::transport,
-                            concat("shm: ring from rank ", sender, " holds a malformed record (kind ", record.kind,
-                                   ", ", record.bytes, " bytes) at offset ", offset),
-                            sender));
+                            concat("shm: ring from rank ", named(sender), " holds a malformed record (kind ",
+                                   record.kind, ", ", record.bytes, " bytes) at offset ", offset),
+                            named(sender)));
         break;
       }
       sink.on_eager(sender, at + kRecordHeaderBytes, record.bytes);
@@ -392,6 +397,9 @@ class ShmTransport final : public Transport {
     }
   }
 
+  // The job's rank of index `index` (ShmOptions::rank_names), for messages.
+  int named(int index) const { return names_.empty() ? index : names_[static_cast<size_t>(index)]; }
+
   const int rank_;
   const int size_;
   const size_t max_eager_;
@@ -401,6 +409,7 @@ class ShmTransport final : public Transport {
   bool sent_to_self_ = false;
   Mapping own_;
   Boards boards_;  // every rank's board area in its segment, as mapped here
+  const std::vector<int> names_;
   std::vector<Peer> peers_;
   size_t waiting_messages_ = 0;
   std::vector<uint64_t> finished_reads_;

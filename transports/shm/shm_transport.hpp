@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace chorus::transport {
 
@@ -21,6 +22,12 @@ struct ShmOptions {
   // The engine's eager limit (the library default); headers are added on top.
   size_t max_eager_bytes = config::default_bytes(config::kVariables, "CHORUS_EAGER_LIMIT");
   size_t ring_bytes = 0;           // per sender; 0: derived from max_eager_bytes
+  // The job's rank of each of this transport's ranks, when it joins only
+  // the ranks of one host of a larger job (the hybrid transport,
+  // transports/hybrid): its calls and its sink take its own indices
+  // (0..size-1), its error messages and Error::peer() name job ranks.
+  // Empty: the indices are the job's ranks.
+  std::vector<int> rank_names;
 };
 
 // Whether this kernel lets sibling processes read each other's memory

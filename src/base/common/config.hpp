@@ -128,6 +128,15 @@ inline constexpr VariableDoc kVariables[] = {
      "ofi (libfabric), verbs (RC mesh over rdma-core) or inproc (threads only, for tests); auto picks shm when "
      "all ranks share a host (unless CHORUS_OFI_PROVIDER is set), verbs when ranks span hosts and an active "
      "RDMA port exists, ofi when CHORUS_OFI_PROVIDER is set, else tcp"},
+    {"CHORUS_LOCAL_TRANSPORT", "auto",
+     "how a rank reaches the ranks of its own host in a job that spans hosts (docs/transport-hybrid.md): shm "
+     "(the native shared-memory transport, the other hosts' ranks over the network transport), network (every "
+     "rank over the network transport, as CHORUS_TRANSPORT alone did before) or auto (shm when CHORUS_TRANSPORT "
+     "is auto, CHORUS_OFI_PROVIDER is unset and the kernel allows cross-memory attach; else network)"},
+    {"CHORUS_HOST_ID", "unset",
+     "which host this rank is on (unset: the hostname), for the host layout (shm between ranks of one host, node-aware collectives); "
+     "ranks with the same value share shared memory, so it must differ between real hosts (tests and containers "
+     "set it)"},
     {"CHORUS_OFI_PROVIDER", "auto",
      "libfabric provider, e.g. shm, tcp;ofi_rxm, verbs;ofi_rxm, efa (auto: shm if all ranks share a host, "
      "else tcp;ofi_rxm); setting it selects libfabric"},
@@ -259,6 +268,7 @@ struct Settings {
   std::chrono::microseconds spin{default_int(kVariables, "CHORUS_SPIN_US")};
   std::string progress{default_text(kVariables, "CHORUS_PROGRESS")};    // thread or caller
   std::string transport{default_text(kVariables, "CHORUS_TRANSPORT")};
+  std::string local_transport{default_text(kVariables, "CHORUS_LOCAL_TRANSPORT")};  // auto, shm or network
   std::string bootstrap{default_text(kVariables, "CHORUS_BOOTSTRAP")};   // pmix, store or auto
   std::string ofi_provider;                                                // CHORUS_OFI_PROVIDER ("" = auto)
   // Test hook CHORUS_TEST_OFI_STALL="RANK:N": on RANK, the N-th libfabric

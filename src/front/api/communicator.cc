@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <thread>
 
@@ -51,7 +52,9 @@ std::string describe_operation(const p2p::Operation& operation) {
   return concat(name, " (collective call ", operation.call, " of its communicator)");
 }
 
+// The host identity of the host layout: CHORUS_HOST_ID, else the hostname.
 std::string this_hostname() {
+  if (std::optional<std::string> id = config::get("CHORUS_HOST_ID"); id && !id->empty()) return *id;
   char name[256] = {0};
   if (gethostname(name, sizeof name - 1) != 0) fail(Status::internal, "gethostname failed: ", errno_string(errno));
   return name;
@@ -132,12 +135,30 @@ void CommunicatorImpl::connect() {
   // The progress thread follows the plan only when the rank is bound: an
   // unbound rank's thread stays wherever the rank's threads may run.
   if (placement.plan.bind) session.progress_cpus = placement.plan.progress_cpus;
-  session.transport =
-      create_transport(session.settings, job.rank, job.size, all_local, placement.plan.completion_vector);
+  // This host's ranks: shm between them when the job spans hosts (hybrid).
+  HostLayout layout;
+  std::map<std::string, int> ranks_per_host;
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    const std::string name(hosts[r].begin(), hosts[r].end());
+    layout.largest_host = std::max(layout.largest_host, ++ranks_per_host[name]);
+    if (name == host) layout.local_ranks.push_back(static_cast<int>(r));
+  }
+  layout.hosts = static_cast<int>(ranks_per_host.size());
+  std::map<std::string, int> host_number;
+  for (const bootstrap::Bytes& name : hosts) {
+    const auto [at, added] = host_number.try_emplace(std::string(name.begin(), name.end()), static_cast<int>(host_number.size()));
+    session.host_of_engine_rank.push_back(at->second);
+  }
+  session.transport = create_transport(session.settings, job.rank, job.size, layout, placement.plan.completion_vector);
   auto addresses = session.bootstrap->all_gather("chorus/transport", session.transport->address());
   session.transport->connect(addresses);
   session.engine = std::make_unique<p2p::Engine>(*session.transport, job.rank, job.size, job.local_size, session.settings);
   session.engine->set_failure_probe([&session](bool stalled) { return session.peer_failure(stalled); });
+  std::vector<bool> other_host(static_cast<size_t>(job.size));
+  for (size_t r = 0; r < other_host.size(); ++r) {
+    other_host[r] = session.host_of_engine_rank[r] != session.host_of_engine_rank[static_cast<size_t>(job.rank)];
+  }
+  session.engine->set_other_hosts(std::move(other_host));
   session.nonblocking();  // the engine's waits know the session's lock from the first call
   std::vector<int> everyone(static_cast<size_t>(job.size));
   std::iota(everyone.begin(), everyone.end(), 0);
@@ -174,6 +195,14 @@ void CommunicatorImpl::set_members(std::vector<int> engine_ranks, int rank) {
   ledger_id_ = (static_cast<uint64_t>(context_id_) << 32) | static_cast<uint32_t>(members ^ (members >> 32));
   rank_of_engine_rank_.assign(static_cast<size_t>(session_->job.size), -1);
   for (size_t r = 0; r < engine_ranks_.size(); ++r) rank_of_engine_rank_[static_cast<size_t>(engine_ranks_[r])] = static_cast<int>(r);
+  std::map<int, int> ranks_on_host;
+  int largest = 0;
+  for (const int r : engine_ranks_) {
+    if (static_cast<size_t>(r) < session_->host_of_engine_rank.size()) {
+      largest = std::max(largest, ++ranks_on_host[session_->host_of_engine_rank[static_cast<size_t>(r)]]);
+    }
+  }
+  spans_shared_hosts_ = ranks_on_host.size() > 1 && largest > 1;
 }
 
 int CommunicatorImpl::engine_rank_of(int peer, const char* what) const {
@@ -356,6 +385,13 @@ void CommunicatorImpl::finalize(const char* how) {
     lock.unlock();
     progress->stop_thread();
     lock.lock();
+  }
+  if (session.engine) {
+    // What this rank moved, split by where its peers are (docs/transport-hybrid.md, "Bytes").
+    const p2p::Counters& counted = session.engine->counters();
+    log::info("rank ", session.job.rank, " payload bytes: this host's ranks out ", counted.bytes_out_this_host, " in ",
+              counted.bytes_in_this_host, ", other hosts' ranks out ", counted.bytes_out_other_hosts, " in ",
+              counted.bytes_in_other_hosts);
   }
   std::optional<Error> failure;
   std::vector<std::shared_ptr<p2p::Operation>> cancelled;

@@ -212,6 +212,18 @@ const coll::Algorithm& CommunicatorImpl::choose_from_table(Collective op, size_t
     }();
     if (const coll::Algorithm* board = boards[static_cast<size_t>(op)]) return *board;
   }
+  // Ranks on several hosts, several on some: inside a host over shared
+  // memory, one rank per host across the network.
+  if (spans_shared_hosts_) {
+    static const std::array<const coll::Algorithm*, kNumCollectives> hierarchical = [] {
+      std::array<const coll::Algorithm*, kNumCollectives> table{};
+      for (int o = 0; o < kNumCollectives; ++o) {
+        table[static_cast<size_t>(o)] = coll::find(static_cast<Collective>(o), "hierarchical");
+      }
+      return table;
+    }();
+    if (const coll::Algorithm* algorithm = hierarchical[static_cast<size_t>(op)]) return *algorithm;
+  }
   return coll::select(op, bytes, size());
 }
 
@@ -280,6 +292,7 @@ void CommunicatorImpl::run_algorithm(Collective op, const coll::Algorithm& algor
                                      bool on_fiber) {
   const char* name = on_fiber ? nonblocking_name(op) : collective_name(op).data();
   coll::Context context(*session_->engine, engine_ranks_, rank(), call, scratch, tuning_, digest, on_fiber);
+  context.set_hosts(session_->host_of_engine_rank);
   try {
     guarded(name, [&] {
       try {

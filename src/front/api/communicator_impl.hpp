@@ -105,6 +105,9 @@ struct Session {
   std::unique_ptr<bootstrap::Bootstrap> bootstrap;
   std::unique_ptr<transport::Transport> transport;
   std::unique_ptr<p2p::Engine> engine;
+  // The host layout: each engine rank's host, 0..hosts-1 in the order of
+  // their lowest rank (the hierarchical collectives, transports/hybrid).
+  std::vector<int> host_of_engine_rank;
   uint32_t next_context_id = 1;            // lowest id this process has not used
   bool closed = false;                     // the world communicator was finalized
   p2p::DriverMutex mutex;
@@ -388,6 +391,9 @@ class CommunicatorImpl {
   int rank_ = 0;
   std::vector<int> engine_ranks_;          // communicator rank -> engine rank
   std::vector<int> rank_of_engine_rank_;   // engine rank -> communicator rank, -1 if not a member
+  // Its ranks span hosts and some host has several: the table picks the
+  // hierarchical algorithms where there are (docs/algorithms.md).
+  bool spans_shared_hosts_ = false;
   coll::Scratch scratch_;
   std::vector<std::shared_ptr<coll::Scratch>> spare_scratch_;  // for non-blocking calls, reused
   int outstanding_operations_ = 0;                             // non-blocking collectives not yet complete

@@ -3,6 +3,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "topology/topology.hpp"
+#include "transports/hybrid/hybrid_transport.hpp"
 #include "transports/inproc/inproc.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/tcp/tcp_transport.hpp"
@@ -170,6 +171,53 @@ std::unique_ptr<transport::Transport> create_transport(const config::Settings& s
   fail(Status::unsupported, "CHORUS_TRANSPORT=\"", settings.transport,
        "\": this chorus was built without libfabric (install libfabric-dev and reconfigure)");
 #endif
+}
+
+bool uses_hybrid(const config::Settings& settings, const HostLayout& layout, std::string* why) {
+  auto no = [why](std::string reason) {
+    if (why != nullptr) *why = std::move(reason);
+    return false;
+  };
+  if (layout.hosts < 2) return no("every rank on one host");
+  if (layout.largest_host < 2) return no("one rank per host");
+  if (settings.local_transport == "network") return no("CHORUS_LOCAL_TRANSPORT=network");
+  if (settings.transport == "shm" || settings.transport == "inproc") return no(concat("CHORUS_TRANSPORT=", settings.transport));
+  if (settings.local_transport == "auto") {
+    if (settings.transport != "auto") {
+      return no(concat("CHORUS_TRANSPORT=", settings.transport, " (CHORUS_LOCAL_TRANSPORT=shm adds shm inside the host)"));
+    }
+    if (!settings.ofi_provider.empty()) return no("CHORUS_OFI_PROVIDER is set");
+    std::string reason;
+    if (!transport::shm_cross_memory_attach_allowed(&reason)) return no(reason);
+  }
+  return true;
+}
+
+std::unique_ptr<transport::Transport> create_transport(const config::Settings& settings, int rank, int size,
+                                                       const HostLayout& layout, int completion_vector) {
+  const bool all_local = layout.hosts == 1;
+  std::string why_not;
+  if (!uses_hybrid(settings, layout, &why_not)) {
+    if (layout.local_ranks.size() > 1 && !all_local) {
+      log::info("transport: every peer over the network transport: ", why_not);
+    }
+    return create_transport(settings, rank, size, all_local, completion_vector);
+  }
+  const std::vector<int>& local_ranks = layout.local_ranks;
+  const auto local_index = static_cast<int>(std::find(local_ranks.begin(), local_ranks.end(), rank) - local_ranks.begin());
+  transport::ShmOptions shm_options;
+  shm_options.max_eager_bytes = settings.eager_limit;
+  shm_options.rank_names = local_ranks;
+  std::unique_ptr<transport::Transport> local =
+      transport::make_shm_transport(local_index, static_cast<int>(local_ranks.size()), shm_options);
+  std::unique_ptr<transport::Transport> network = create_transport(settings, rank, size, false, completion_vector);
+  std::string ranks;
+  for (size_t i = 0; i < local_ranks.size() && i < 16; ++i) ranks += concat(i == 0 ? "" : ",", local_ranks[i]);
+  if (local_ranks.size() > 16) ranks += concat(",... (", local_ranks.size(), " in all)");
+  log::info("transport: rank ", rank, " reaches ranks ", ranks, " (this host) over shm and the other ",
+            size - static_cast<int>(local_ranks.size()), " over ", network->name(), " (CHORUS_LOCAL_TRANSPORT=",
+            settings.local_transport, ")");
+  return transport::make_hybrid_transport(rank, size, local_ranks, std::move(local), std::move(network));
 }
 
 }  // namespace chorus

@@ -8,6 +8,8 @@
 #include "transports/transport.hpp"
 
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace chorus {
 
@@ -17,5 +19,24 @@ topology::NicDescription describe_nic(const config::Settings& settings, bool all
 // completion_vector: for the verbs CQ (placement's choice); other transports ignore it.
 std::unique_ptr<transport::Transport> create_transport(const config::Settings& settings, int rank, int size,
                                                        bool all_ranks_on_one_host, int completion_vector);
+
+// Where the job's ranks are, as far as the transport cares.
+struct HostLayout {
+  std::vector<int> local_ranks;  // the job's ranks on this host, increasing, this rank among them
+  int hosts = 1;                 // hosts of the job
+  int largest_host = 1;          // ranks on the host with the most
+};
+
+// When the job spans hosts, some host has several ranks and
+// CHORUS_LOCAL_TRANSPORT allows, every rank makes the hybrid transport
+// (transports/hybrid): its host's ranks over the native shm transport, the
+// others over create_transport's choice. It is a job-wide choice (every
+// rank's address must have the same form), so a rank alone on its host
+// makes it too. Else create_transport's choice for every rank.
+std::unique_ptr<transport::Transport> create_transport(const config::Settings& settings, int rank, int size,
+                                                       const HostLayout& layout, int completion_vector);
+
+// Whether that form makes the hybrid transport; `why` says why not.
+bool uses_hybrid(const config::Settings& settings, const HostLayout& layout, std::string* why);
 
 }  // namespace chorus

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Bytes on the network per host (docs/transport-hybrid.md, "Bytes"): 6 ranks
+# told by CHORUS_HOST_ID that they are on 3 hosts (3, 1, 2 ranks), placed in
+# blocks and round-robin; one call of 4 MiB of allreduce, broadcast (root 0
+# and root 5) and reduce (root 5) with the automatic choice (hierarchical),
+# then allreduce with the flat ring for comparison. Each rank logs at
+# finalize the payload bytes it sent to and received from other hosts'
+# ranks (the engine's counters); summed per host they must stay within the
+# bounds of docs/algorithms.md ("hierarchical"), with 10 % for the bench's
+# own small calls:
+#   allreduce: out and in <= 1.1 x 2(H-1)/H x N
+#   broadcast: in <= 1.1 x N, out <= 1.1 x ceil(log2 H) x N
+#   reduce:    out <= 1.1 x N, in <= 1.1 x ceil(log2 H) x N
+# Counts, not times. Also prints the flat ring's per-host bytes.
+#   host_bytes.sh CHORUSRUN CHORUS_BENCH
+set -u
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+[ $# -eq 2 ] || { echo "usage: host_bytes.sh CHORUSRUN CHORUS_BENCH" >&2; exit 2; }
+chorusrun=$1 bench=$2
+bytes=$((4 << 20)) hosts=3 log2_hosts=2
+failures=0
+
+# measure PLACEMENT OP ROOT ALGO: prints "host out in" per host.
+measure() {
+  local placement=$1 op=$2 root=$3 algo=$4 output
+  output=$(FAKE_HOSTS="$placement" "$chorusrun" -n 6 --timeout 60 -x CHORUS_LOG_LEVEL=info -x CHORUS_TCP_IFACE=lo \
+             -x FAKE_HOSTS sh -c 'CHORUS_HOST_ID=$(echo "$FAKE_HOSTS" | cut -d" " -f$((CHORUS_RANK + 1))) exec "$0" "$@"' \
+             "$bench" --op "$op" --root "$root" --algo "$algo" --min-bytes "$bytes" --max-bytes "$bytes" --iters 1 \
+             --warmup 0 --check 0 2>&1)
+  local status=$?
+  if [ $status -ne 0 ] || [ "$(echo "$output" | grep -c "payload bytes:")" -ne 6 ]; then
+    echo "$output" | tail -10 >&2
+    echo "FAILED: host_bytes: $op ($algo) on \"$placement\": chorusrun exit $status" >&2
+    return 1
+  fi
+  echo "$output" | sed -n 's/.*rank \([0-9]*\) payload bytes:.*other hosts. ranks out \([0-9]*\) in \([0-9]*\)$/\1 \2 \3/p' |
+    awk -v placement="$placement" 'BEGIN { split(placement, host, " ") }
+      { out[host[$1 + 1]] += $2; inb[host[$1 + 1]] += $3 }
+      END { for (h in out) print h, out[h], inb[h] }' | sort
+}
+
+# check PLACEMENT OP ROOT OUT_LIMIT IN_LIMIT (limits in units of N/100)
+check() {
+  local placement=$1 op=$2 root=$3 out_limit=$4 in_limit=$5 rows
+  rows=$(measure "$placement" "$op" "$root" auto) || { failures=1; return; }
+  while read -r host out in; do
+    local verdict=ok
+    if [ $((out * 100)) -gt $((out_limit * bytes)) ] || [ $((in * 100)) -gt $((in_limit * bytes)) ]; then
+      verdict=FAILED
+      failures=1
+    fi
+    printf '%-10s %-10s root %s host %s: out %9d in %9d (limits %d %d) %s\n' "$placement" "$op" "$root" "$host" "$out" \
+      "$in" $((out_limit * bytes / 100)) $((in_limit * bytes / 100)) "$verdict"
+  done <<< "$rows"
+}
+
+allreduce_limit=$((110 * 2 * (hosts - 1) / hosts))
+for placement in "a a a b c c" "a b c a c a"; do
+  echo "== placement (ranks 0-5): $placement; N = $bytes bytes, H = $hosts hosts"
+  check "$placement" allreduce 0 "$allreduce_limit" "$allreduce_limit"
+  check "$placement" broadcast 0 $((110 * log2_hosts)) 110
+  check "$placement" broadcast 5 $((110 * log2_hosts)) 110
+  check "$placement" reduce 5 110 $((110 * log2_hosts))
+  echo "flat ring allreduce for comparison (host out in):"
+  measure "$placement" allreduce 0 ring | sed 's/^/  /'
+done
+[ $failures -eq 0 ] && echo "host_bytes: OK" || echo "host_bytes: FAILED"
+exit $failures
