@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -307,9 +308,22 @@ void progress_without_calls(Communicator& world) {
   Request second = world.iallreduce(std::span<float>(b), ReduceOp::sum);
   // More ranks than cores share the CPUs with their progress threads: compute longer.
   const long compute_ms = g_compute_ms > 0 ? g_compute_ms : 150L * std::max(2, world.size());
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(compute_ms);
+  // Measured in this thread's own CPU time, not wall time: on a loaded host
+  // (CI beside a CPU burner, load 40) 750 ms of wall time gave this thread
+  // and the progress threads too little CPU, and the check failed with
+  // nothing wrong. A progress thread that never runs still fails it; the
+  // wall-time cap only bounds the test.
+  auto thread_cpu_ms = [] {
+    timespec now{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return static_cast<double>(now.tv_sec) * 1000.0 + static_cast<double>(now.tv_nsec) / 1e6;
+  };
+  const double cpu_start = thread_cpu_ms();
+  const auto wall_cap = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   volatile double sink = 0;
-  while (std::chrono::steady_clock::now() < until) sink = sink + std::sqrt(static_cast<double>(sink) + 1.0);
+  while (thread_cpu_ms() - cpu_start < static_cast<double>(compute_ms) && std::chrono::steady_clock::now() < wall_cap) {
+    for (int i = 0; i < 1000; ++i) sink = sink + std::sqrt(static_cast<double>(sink) + 1.0);
+  }
   const bool first_done = first.test(), second_done = second.test();
   check(first_done && second_done, "operations completed while the application computed without chorus calls");
   first.wait();
