@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <map>
 #include <numeric>
 #include <thread>
 
@@ -115,8 +114,11 @@ void CommunicatorImpl::connect() {
   const bootstrap::JobInfo& job = session.job;
   std::string host = this_hostname();
   auto hosts = session.bootstrap->all_gather("chorus/host", bootstrap::Bytes(host.begin(), host.end()));
-  bool all_local = std::all_of(hosts.begin(), hosts.end(),
-                               [&](const bootstrap::Bytes& other) { return std::string(other.begin(), other.end()) == host; });
+  std::vector<std::string> host_names;
+  for (const bootstrap::Bytes& name : hosts) host_names.emplace_back(name.begin(), name.end());
+  session.host_of_engine_rank = number_hosts(host_names);
+  const HostLayout layout = host_layout(session.host_of_engine_rank, job.rank);
+  const bool all_local = layout.hosts == 1;
   // A caller-numbered job (init over a store) learns its host layout here.
   if (job.launcher == kStoreLauncher) learn_host_layout(session, hosts);
   // Without chorusrun no launcher tells the ranks that a peer died (mpirun,
@@ -136,19 +138,6 @@ void CommunicatorImpl::connect() {
   // unbound rank's thread stays wherever the rank's threads may run.
   if (placement.plan.bind) session.progress_cpus = placement.plan.progress_cpus;
   // This host's ranks: shm between them when the job spans hosts (hybrid).
-  HostLayout layout;
-  std::map<std::string, int> ranks_per_host;
-  for (size_t r = 0; r < hosts.size(); ++r) {
-    const std::string name(hosts[r].begin(), hosts[r].end());
-    layout.largest_host = std::max(layout.largest_host, ++ranks_per_host[name]);
-    if (name == host) layout.local_ranks.push_back(static_cast<int>(r));
-  }
-  layout.hosts = static_cast<int>(ranks_per_host.size());
-  std::map<std::string, int> host_number;
-  for (const bootstrap::Bytes& name : hosts) {
-    const auto [at, added] = host_number.try_emplace(std::string(name.begin(), name.end()), static_cast<int>(host_number.size()));
-    session.host_of_engine_rank.push_back(at->second);
-  }
   session.transport = create_transport(session.settings, job.rank, job.size, layout, placement.plan.completion_vector);
   auto addresses = session.bootstrap->all_gather("chorus/transport", session.transport->address());
   session.transport->connect(addresses);
@@ -195,14 +184,7 @@ void CommunicatorImpl::set_members(std::vector<int> engine_ranks, int rank) {
   ledger_id_ = (static_cast<uint64_t>(context_id_) << 32) | static_cast<uint32_t>(members ^ (members >> 32));
   rank_of_engine_rank_.assign(static_cast<size_t>(session_->job.size), -1);
   for (size_t r = 0; r < engine_ranks_.size(); ++r) rank_of_engine_rank_[static_cast<size_t>(engine_ranks_[r])] = static_cast<int>(r);
-  std::map<int, int> ranks_on_host;
-  int largest = 0;
-  for (const int r : engine_ranks_) {
-    if (static_cast<size_t>(r) < session_->host_of_engine_rank.size()) {
-      largest = std::max(largest, ++ranks_on_host[session_->host_of_engine_rank[static_cast<size_t>(r)]]);
-    }
-  }
-  spans_shared_hosts_ = ranks_on_host.size() > 1 && largest > 1;
+  spans_shared_hosts_ = spans_shared_hosts(session_->host_of_engine_rank, engine_ranks_);
 }
 
 int CommunicatorImpl::engine_rank_of(int peer, const char* what) const {

@@ -3,13 +3,13 @@
 // placement can run before it exists.
 #pragma once
 
+#include "api/host_layout.hpp"
 #include "common/config.hpp"
 #include "topology/nic.hpp"
 #include "transports/transport.hpp"
 
 #include <memory>
 #include <string>
-#include <vector>
 
 namespace chorus {
 
@@ -19,13 +19,6 @@ topology::NicDescription describe_nic(const config::Settings& settings, bool all
 // completion_vector: for the verbs CQ (placement's choice); other transports ignore it.
 std::unique_ptr<transport::Transport> create_transport(const config::Settings& settings, int rank, int size,
                                                        bool all_ranks_on_one_host, int completion_vector);
-
-// Where the job's ranks are, as far as the transport cares.
-struct HostLayout {
-  std::vector<int> local_ranks;  // the job's ranks on this host, increasing, this rank among them
-  int hosts = 1;                 // hosts of the job
-  int largest_host = 1;          // ranks on the host with the most
-};
 
 // When the job spans hosts, some host has several ranks and
 // CHORUS_LOCAL_TRANSPORT allows, every rank makes the hybrid transport
