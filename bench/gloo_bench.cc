@@ -6,6 +6,17 @@
 // else of chorus): the ranks meet through a gloo FileStore in a directory
 // named after CHORUS_JOB_ID. Every element of every iteration is checked
 // outside the timed region with --check; inputs keep float sums exact.
+//
+// Ending: no rank may close its Gloo connections while another still waits
+// on one. Gloo's tcp device thread reads a peer's last message and then its
+// EOF, and the waiting Buffer::waitRecv rethrows the pair's "Connection
+// closed by peer" even when the message's completion is already there; so a
+// Gloo barrier is not a safe last step (the rank that returns from it first
+// exits, and a loaded peer then fails in the same barrier). The ranks end
+// with a barrier through the FileStore instead (finish_job), and rank 0
+// removes the store's directory only after every other rank has stopped
+// reading it. Any exception is reported as "gloo-bench: rank R: <what>",
+// status 1.
 #include <gloo/allreduce_ring.h>
 #include <gloo/barrier_all_to_all.h>
 #include <gloo/broadcast_one_to_all.h>
@@ -18,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -178,15 +190,39 @@ std::pair<double, double> run_row(const Context& context, const std::string& op,
   return {reduce_double(context, busy / options.iters, true), reduce_double(context, wrong, false)};
 }
 
-}  // namespace
+// The store's waits: as long as the connections' (chorusrun --timeout 120 ends the job first).
+constexpr std::chrono::seconds kTimeout{120};
 
-int main(int argc, char** argv) {
-  const Options options = parse(argc, argv);
-  const int rank = env_int("CHORUS_RANK");
-  const int size = env_int("CHORUS_SIZE");
+// The job's end, after the last Gloo operation of every rank: a barrier
+// through the store (each rank's "done" key), so that no rank closes its
+// connections (by exiting) while another still waits in Gloo; then each
+// rank but 0 says it has left the store ("left" key, its last access to the
+// directory) and rank 0, once all have, removes the directory.
+void finish_job(gloo::rendezvous::FileStore& store, const std::filesystem::path& store_dir, int rank, int size) {
+  auto keys = [size](const std::string& name, int first) {
+    std::vector<std::string> list;
+    for (int r = first; r < size; ++r) list.push_back("gloo-bench/" + name + "/" + std::to_string(r));
+    return list;
+  };
+  store.set(keys("done", 0)[rank], {'1'});
+  store.wait(keys("done", 0), kTimeout);
+  if (rank != 0) {
+    store.set(keys("left", 0)[rank], {'1'});
+    return;
+  }
+  store.wait(keys("left", 1), kTimeout);
+  std::error_code ignored;
+  std::filesystem::remove_all(store_dir, ignored);
+}
+
+// The FileStore's directory, named after the job.
+std::filesystem::path store_path() {
   const char* job = std::getenv("CHORUS_JOB_ID");
-  const std::filesystem::path store_dir =
-      std::filesystem::temp_directory_path() / (std::string("gloo-bench-") + (job != nullptr ? job : "job"));
+  return std::filesystem::temp_directory_path() / (std::string("gloo-bench-") + (job != nullptr ? job : "job"));
+}
+
+int run(const Options& options, int rank, int size) {
+  const std::filesystem::path store_dir = store_path();
   std::error_code ignored;
   std::filesystem::create_directories(store_dir, ignored);
   gloo::rendezvous::FileStore store(store_dir.string());
@@ -194,7 +230,7 @@ int main(int argc, char** argv) {
   attr.hostname = options.host;
   auto device = gloo::transport::tcp::CreateDevice(attr);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-  context->setTimeout(std::chrono::seconds(120));
+  context->setTimeout(kTimeout);
   context->connectFullMesh(store, device);
 
   double wrong_total = 0;
@@ -223,10 +259,29 @@ int main(int argc, char** argv) {
       bytes = std::min(std::max(next, bytes + 1), options.max_bytes);
     }
   }
+  // Not a Gloo barrier: see finish_job. The verdict is printed after it, so
+  // "all results correct" means the whole job, its ending included, worked.
+  finish_job(store, store_dir, rank, size);
   if (rank == 0 && options.check) {
     std::printf("# gloo-bench: %s\n", wrong_total == 0 ? "all results correct" : "WRONG RESULTS");
   }
-  gloo::BarrierAllToAll(context).run();
-  if (rank == 0) std::filesystem::remove_all(store_dir, ignored);
   return wrong_total == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options options = parse(argc, argv);
+  const int rank = env_int("CHORUS_RANK");
+  const int size = env_int("CHORUS_SIZE");
+  try {
+    return run(options, rank, size);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "gloo-bench: rank %d: %s\n", rank, e.what());
+    // The job has failed (chorusrun stops the other ranks): no store left behind in /tmp.
+    std::error_code ignored;
+    std::filesystem::remove_all(store_path(), ignored);
+    return 1;
+  }
 }
