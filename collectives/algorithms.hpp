@@ -38,5 +38,6 @@ void barrier_board(Context& ctx, const Args& args);
 void allreduce_hierarchical(Context& ctx, const Args& args);
 void broadcast_hierarchical(Context& ctx, const Args& args);
 void reduce_hierarchical(Context& ctx, const Args& args);
+void barrier_hierarchical(Context& ctx, const Args& args);
 
 }  // namespace chorus::coll

@@ -1,4 +1,4 @@
-// Node-aware ("hierarchical") allreduce, broadcast and reduce: built from
+// Node-aware ("hierarchical") allreduce, broadcast, reduce and barrier: built from
 // the host layout, each a sequence of flat algorithms over parts of the
 // communicator (Context::part), so that a host's ranks talk to each other
 // over shared memory and only one rank per host crosses the network.
@@ -13,6 +13,9 @@
 //              then inside each host. Network bytes per host: N in, at most.
 //   reduce:    reduce inside each host to its leader (the root on its
 //              host), then among the leaders to the root. N out per host.
+//   barrier:   a barrier inside each host, one among the leaders, one
+//              inside each host again: log2(H) rounds cross the network
+//              instead of most of the flat dissemination's log2(P).
 // Any placement works (block, round-robin, uneven hosts): a host's leader
 // is its lowest rank (the root, on the root's host), the hosts are ordered
 // by their lowest rank.
@@ -150,6 +153,24 @@ void reduce_hierarchical(Context& ctx, const Args& args) {
   } else if (root) {
     copy_unless_same(args.recv, contribution, bytes);
   }
+}
+
+void barrier_hierarchical(Context& ctx, const Args& args) {
+  const HostGroups layout = layout_of(ctx, -1);
+  auto in_host = [&](uint32_t first_step) {
+    if (layout.host_ranks.size() < 2) return;
+    Context host = ctx.part(layout.host_ranks, layout.host_index, first_step);
+    select(Collective::barrier, 0, static_cast<int>(layout.host_ranks.size())).run(host, args);
+  };
+  // Leaving the last barrier means this rank's leader left the leaders'
+  // barrier, so every leader had left its first host barrier, which every
+  // rank of its host had entered: every rank of the communicator arrived.
+  in_host(kHostStep);
+  if (layout.leader_index >= 0 && layout.leaders.size() > 1) {
+    Context leaders = ctx.part(layout.leaders, layout.leader_index, kLeadersStep);
+    select(Collective::barrier, 0, static_cast<int>(layout.leaders.size())).run(leaders, args);
+  }
+  in_host(kHostAgainStep);
 }
 
 }  // namespace chorus::coll

@@ -10,7 +10,7 @@ namespace chorus::coll {
 
 namespace {
 
-const std::array<Algorithm, 31> kAlgorithms = {{
+const std::array<Algorithm, 32> kAlgorithms = {{
     {"ring", Collective::allreduce, allreduce_ring},
     {"tree", Collective::allreduce, allreduce_tree},
     {"recursive_doubling", Collective::allreduce, allreduce_recursive_doubling},
@@ -23,6 +23,7 @@ const std::array<Algorithm, 31> kAlgorithms = {{
     {"hierarchical", Collective::broadcast, broadcast_hierarchical},
     {"dissemination", Collective::barrier, barrier_dissemination},
     {"board", Collective::barrier, barrier_board},
+    {"hierarchical", Collective::barrier, barrier_hierarchical},
     {"binomial", Collective::reduce, reduce_binomial},
     {"board", Collective::reduce, reduce_board},
     {"hierarchical", Collective::reduce, reduce_hierarchical},
