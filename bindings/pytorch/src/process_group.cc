@@ -1,6 +1,7 @@
 #include "process_group.hpp"
 
 #include "torch_store.hpp"
+#include "trace.hpp"
 
 #include <ATen/ATen.h>
 #include <pybind11/pybind11.h>
@@ -32,31 +33,55 @@ chorus::DataType data_type(const char* op, at::ScalarType type) {
 struct Reduction {
   chorus::ReduceOp op;
   bool average = false;  // AVG: a sum divided by the group's size afterwards
+  std::optional<double> premultiply;  // PREMUL_SUM: each rank's input scaled before the sum
 };
+
+// PREMUL_SUM's factor (torch.distributed._make_nccl_premul_sum): a number,
+// or a one-element tensor (torch 2.x keeps one, 1.13 one per device).
+double premul_factor(const char* op, const c10d::ReduceOp& reduce) {
+  const auto* supplement = dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(reduce.supplement_.get());
+  TORCH_CHECK(supplement != nullptr, "chorus backend: ", op, " with ReduceOp.PREMUL_SUM but no factor");
+#if CHORUS_TORCH_MAJOR >= 2
+  const at::Tensor factor = supplement->tensor_factor;
+#else
+  const at::Tensor factor = supplement->tensor_factors.empty() ? at::Tensor() : supplement->tensor_factors[0];
+#endif
+  if (!factor.defined()) return supplement->double_factor;
+  TORCH_CHECK(factor.numel() == 1, "chorus backend: ", op, ": the PREMUL_SUM factor has ", factor.numel(),
+              " elements, not one");
+  return factor.to(at::kCPU).item<double>();
+}
 
 Reduction reduction(const char* op, const c10d::ReduceOp& reduce, at::ScalarType type) {
   // bool as uint8 0/1: "sum" is logical or (max), "product" logical and (min), as Gloo's bool reductions.
   const bool logical = type == at::kBool;
   switch (reduce.op_) {
-    case c10d::ReduceOp::SUM: return {logical ? chorus::ReduceOp::max : chorus::ReduceOp::sum};
-    case c10d::ReduceOp::PRODUCT: return {logical ? chorus::ReduceOp::min : chorus::ReduceOp::prod};
-    case c10d::ReduceOp::MIN: return {chorus::ReduceOp::min};
-    case c10d::ReduceOp::MAX: return {chorus::ReduceOp::max};
+    case c10d::ReduceOp::SUM: return {logical ? chorus::ReduceOp::max : chorus::ReduceOp::sum, false, std::nullopt};
+    case c10d::ReduceOp::PRODUCT: return {logical ? chorus::ReduceOp::min : chorus::ReduceOp::prod, false, std::nullopt};
+    case c10d::ReduceOp::MIN: return {chorus::ReduceOp::min, false, std::nullopt};
+    case c10d::ReduceOp::MAX: return {chorus::ReduceOp::max, false, std::nullopt};
     case c10d::ReduceOp::AVG:
       TORCH_CHECK(at::isFloatingType(type), "chorus backend: ", op, " with ReduceOp.AVG needs a floating-point dtype, not ",
                   type);
-      return {chorus::ReduceOp::sum, true};
+      return {chorus::ReduceOp::sum, true, std::nullopt};
+    case c10d::ReduceOp::PREMUL_SUM:
+      TORCH_CHECK(at::isFloatingType(type), "chorus backend: ", op,
+                  " with ReduceOp.PREMUL_SUM needs a floating-point dtype, not ", type);
+      return {chorus::ReduceOp::sum, false, premul_factor(op, reduce)};
     default: {
       static const char* const names[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"};
       const auto index = static_cast<size_t>(reduce.op_);
       TORCH_CHECK(false, "chorus backend: ", op, " does not support ReduceOp.",
-                  index < std::size(names) ? names[index] : "?", ": it has SUM, PRODUCT, MIN, MAX and AVG");
+                  index < std::size(names) ? names[index] : "?",
+                  ": it has SUM, PRODUCT, MIN, MAX, AVG and PREMUL_SUM");
     }
   }
 }
 
 void check_cpu(const char* op, const at::Tensor& tensor) {
-  TORCH_CHECK(tensor.device().is_cpu(), "chorus backend: ", op, " needs CPU tensors, got one on ", tensor.device());
+  TORCH_CHECK(tensor.device().is_cpu(), "chorus backend: ", op, " needs CPU tensors, got one on ", tensor.device(),
+              ": chorus moves host memory only; use backend \"nccl\" for GPU tensors, or both at once with "
+              "init_process_group(\"cpu:chorus,cuda:nccl\")");
   TORCH_CHECK(tensor.layout() == at::kStrided, "chorus backend: ", op, " needs dense tensors, got ", tensor.layout());
 }
 
@@ -83,6 +108,13 @@ void check_list(const char* op, const std::vector<at::Tensor>& list, size_t expe
 // chorus needs one contiguous buffer; a non-contiguous tensor gets a copy
 // (and copy_back writes the result into it).
 at::Tensor dense(const at::Tensor& tensor) { return tensor.is_contiguous() ? tensor : tensor.contiguous(); }
+
+// The buffer a reduction starts from: the tensor itself where it can be, a
+// scaled copy for PREMUL_SUM (the caller's input stays as it was until the
+// result is copied back, and a reduce's non-root keeps its input).
+at::Tensor reduction_input(const at::Tensor& tensor, const Reduction& how) {
+  return how.premultiply ? tensor.mul(*how.premultiply).contiguous() : dense(tensor);
+}
 
 void copy_back(at::Tensor& user, const at::Tensor& buffer) {
   if (!user.is_same(buffer)) user.copy_(buffer);
@@ -139,17 +171,29 @@ std::vector<size_t> split_counts(const char* side, const at::Tensor& tensor, con
 
 ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                        std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size) {
+    : TorchBackendBase(rank, size) {
+  trace("constructor: torch's base class constructed");
   chorus::StoreInitOptions options;
   if (timeout.count() > 0) options.timeout = timeout;
-  comm_ = std::make_unique<chorus::Communicator>(
-      chorus::Communicator::init(rank, size, std::make_shared<TorchStore>(store), options));
+  auto torch_store = std::make_shared<TorchStore>(store);
+  if (tracing()) {
+    torch_store->set("chorus-trace/" + std::to_string(rank), {1});
+    trace(torch_store->check("chorus-trace/" + std::to_string(rank)) ? "constructor: torch's store answers"
+                                                                     : "constructor: torch's store lost a key");
+  }
+  comm_ = std::make_unique<chorus::Communicator>(chorus::Communicator::init(rank, size, torch_store, options));
+  trace("constructor: chorus communicator joined");
   blocking_comm_ = std::make_unique<chorus::Communicator>(comm_->dup());
+  trace("constructor: its duplicate for blocking calls joined");
   completer_ = std::make_shared<WorkQueue>();
   runner_ = std::make_unique<WorkQueue>();
 }
 
-ProcessGroupChorus::~ProcessGroupChorus() {
+ProcessGroupChorus::~ProcessGroupChorus() { shut_down(); }
+
+void ProcessGroupChorus::shut_down() {
+  if (shut_down_) return;
+  shut_down_ = true;
   {
     // The worker threads may drop the last reference to a tensor Python
     // made, which takes the GIL: the caller (destroy_process_group) may hold it.
@@ -194,7 +238,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Ten
   at::Tensor tensor = single_tensor("allreduce", tensors);
   const auto dtype = data_type("allreduce", tensor.scalar_type());
   const Reduction how = reduction("allreduce", opts.reduceOp, tensor.scalar_type());
-  at::Tensor buffer = dense(tensor);
+  at::Tensor buffer = reduction_input(tensor, how);
   auto request = comm_->iallreduce(buffer.data_ptr(), buffer.data_ptr(), count_of(buffer), dtype, how.op);
   return started(c10d::OpType::ALLREDUCE, std::move(request), tensors,
                  [tensor, buffer, average = how.average, size = size_]() mutable {
@@ -210,6 +254,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(std::vect
   const auto dtype = data_type("allreduce_coalesced", tensors[0].scalar_type());
   const Reduction how = reduction("allreduce_coalesced", opts.reduceOp, tensors[0].scalar_type());
   at::Tensor flat = flat_of(tensors);
+  if (how.premultiply) flat.mul_(*how.premultiply);
   auto request = comm_->iallreduce(flat.data_ptr(), flat.data_ptr(), count_of(flat), dtype, how.op);
   return started(c10d::OpType::ALLREDUCE_COALESCED, std::move(request), tensors,
                  [tensors, flat, average = how.average, size = size_]() mutable {
@@ -224,7 +269,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor
   const auto dtype = data_type("reduce", tensor.scalar_type());
   const Reduction how = reduction("reduce", opts.reduceOp, tensor.scalar_type());
   const int root = static_cast<int>(opts.rootRank);
-  at::Tensor buffer = dense(tensor);
+  at::Tensor buffer = reduction_input(tensor, how);
   // Only the root's tensor receives; the others' stay as they were.
   void* result = rank_ == root ? buffer.data_ptr() : nullptr;
   auto request = comm_->ireduce(buffer.data_ptr(), result, count_of(buffer), dtype, how.op, root);
@@ -322,6 +367,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(std::vector<at
   const auto dtype = data_type("reduce_scatter", output.scalar_type());
   const Reduction how = reduction("reduce_scatter", opts.reduceOp, output.scalar_type());
   at::Tensor flat = flat_of(inputs[0]);
+  if (how.premultiply) flat.mul_(*how.premultiply);
   at::Tensor out = dense(output);
   auto request = comm_->ireduce_scatter(flat.data_ptr(), out.data_ptr(), count_of(out), dtype, how.op);
   return started(c10d::OpType::REDUCE_SCATTER, std::move(request), outputs,
@@ -339,7 +385,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(at::Tens
               input.numel(), " elements, not ", size_, " x ", output.numel());
   const auto dtype = data_type("_reduce_scatter_base", output.scalar_type());
   const Reduction how = reduction("_reduce_scatter_base", opts.reduceOp, output.scalar_type());
-  at::Tensor in = dense(input);
+  at::Tensor in = reduction_input(input, how);
   at::Tensor out = dense(output);
   auto request = comm_->ireduce_scatter(in.data_ptr(), out.data_ptr(), count_of(out), dtype, how.op);
   return started(c10d::OpType::_REDUCE_SCATTER_BASE, std::move(request), {output},
@@ -430,5 +476,79 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>&
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   return recv(tensors, chorus::kAnySource, tag);
 }
+
+#if CHORUS_TORCH_MAJOR >= 2
+namespace {
+
+// The pairs of a coalesced call, checked: output i is `factor` times input i.
+void check_pairs(const char* op, const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                 int64_t output_factor, int64_t input_factor) {
+  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "chorus backend: ", op, " needs as many outputs as ",
+              "inputs (and at least one), got ", outputs.size(), " and ", inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_cpu(op, inputs[i]);
+    check_cpu(op, outputs[i]);
+    TORCH_CHECK(inputs[i].scalar_type() == outputs[i].scalar_type(), "chorus backend: ", op, ": pair ", i, " mixes ",
+                inputs[i].scalar_type(), " and ", outputs[i].scalar_type());
+    TORCH_CHECK(outputs[i].numel() * input_factor == inputs[i].numel() * output_factor, "chorus backend: ", op,
+                ": pair ", i, " has ", inputs[i].numel(), " input and ", outputs[i].numel(), " output elements");
+  }
+}
+
+}  // namespace
+
+// Both run the pairs in order as blocking calls on the runner thread: one
+// work for the lot, as torch's _coalescing_manager expects.
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& /*opts*/) {
+  const char* op = "allgather_into_tensor_coalesced";
+  check_pairs(op, outputs, inputs, size_, 1);
+  std::vector<at::Tensor> in, out;
+  std::vector<chorus::DataType> dtypes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in.push_back(dense(inputs[i]));
+    out.push_back(dense(outputs[i]));
+    dtypes.push_back(data_type(op, inputs[i].scalar_type()));
+  }
+  chorus::Communicator* comm = blocking_comm_.get();
+  return queued(
+      c10d::OpType::COALESCED,
+      [comm, in, out, dtypes] {
+        for (size_t i = 0; i < in.size(); ++i) comm->allgather(in[i].data_ptr(), out[i].data_ptr(), count_of(in[i]), dtypes[i]);
+      },
+      outputs, [outputs, out]() mutable {
+        for (size_t i = 0; i < out.size(); ++i) copy_back(outputs[i], out[i]);
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter_tensor_coalesced";
+  check_pairs(op, outputs, inputs, 1, size_);
+  std::vector<at::Tensor> in, out;
+  std::vector<chorus::DataType> dtypes;
+  std::vector<Reduction> hows;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    hows.push_back(reduction(op, opts.reduceOp, inputs[i].scalar_type()));
+    in.push_back(reduction_input(inputs[i], hows.back()));
+    out.push_back(dense(outputs[i]));
+    dtypes.push_back(data_type(op, inputs[i].scalar_type()));
+  }
+  chorus::Communicator* comm = blocking_comm_.get();
+  return queued(
+      c10d::OpType::COALESCED,
+      [comm, in, out, dtypes, hows] {
+        for (size_t i = 0; i < in.size(); ++i) {
+          comm->reduce_scatter(in[i].data_ptr(), out[i].data_ptr(), count_of(out[i]), dtypes[i], hows[i].op);
+        }
+      },
+      outputs, [outputs, out, hows, size = size_]() mutable {
+        for (size_t i = 0; i < out.size(); ++i) {
+          if (hows[i].average) out[i].div_(size);
+          copy_back(outputs[i], out[i]);
+        }
+      });
+}
+#endif
 
 }  // namespace chorus_torch

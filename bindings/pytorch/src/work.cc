@@ -133,8 +133,10 @@ void ChorusWork::complete_in_background() {
   }
 }
 
-bool ChorusWork::wait(std::chrono::milliseconds /*timeout: chorus' own, set from the group's*/) {
-  if (runs_body()) {
+bool ChorusWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout != kNoTimeout) {
+    wait_at_most(timeout);
+  } else if (runs_body()) {
     // Bodies run only on the runner thread, in order: running one here could
     // reorder it against the other ranks'.
     std::unique_lock lock(mutex_);
@@ -157,6 +159,33 @@ bool ChorusWork::wait(std::chrono::milliseconds /*timeout: chorus' own, set from
   std::unique_lock lock(mutex_);
   if (exception_) std::rethrow_exception(exception_);
   return true;
+}
+
+void ChorusWork::wait_at_most(std::chrono::milliseconds timeout) {
+  // Work.wait(timeout): a bound for this wait alone, below the group's. The
+  // operation stays in flight when it runs out (as Gloo's): the work still
+  // completes later, and chorus' own timeout still bounds the operation.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto ran_out = [&] {
+    TORCH_CHECK(false, "chorus backend: rank ", rank_, ": ", c10d::opTypeToString(opType_), " did not complete within ",
+                timeout.count(), " ms (Work.wait timeout); the operation is still in flight");
+  };
+  if (runs_body()) {
+    std::unique_lock lock(mutex_);
+    if (!cv_.wait_until(lock, deadline, [this] { return completed_; })) ran_out();
+    return;
+  }
+  for (Backoff backoff;; backoff.pause()) {
+    {
+      std::unique_lock lock(completing_, std::try_to_lock);
+      if (lock.owns_lock() && try_complete_locked()) return;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::unique_lock lock(mutex_);
+      if (!completed_) ran_out();
+      return;
+    }
+  }
 }
 
 bool ChorusWork::isCompleted() {

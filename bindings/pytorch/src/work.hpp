@@ -67,6 +67,8 @@ class ChorusWork final : public c10d::Work {
   // an error is kept for wait() and set on the future.
   void complete_in_background();
 
+  // Without a timeout it waits as long as the operation takes (bounded by
+  // the group's timeout inside chorus); with one it throws once it runs out.
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -79,6 +81,8 @@ class ChorusWork final : public c10d::Work {
   // With completing_ held: one non-blocking look at the request; completes
   // the work if it is done. True when the work is complete.
   bool try_complete_locked();
+  // Work.wait(timeout): polls until complete or the timeout runs out (throws).
+  void wait_at_most(std::chrono::milliseconds timeout);
   // With completing_ held: runs `finish`, completes the work and its future.
   void complete_locked(std::exception_ptr error);
 

@@ -14,6 +14,7 @@ import torch.distributed as dist
 warnings.filterwarnings("ignore", message=".*(deprecated|private function).*", category=UserWarning)
 
 R = dist.ReduceOp
+TORCH_MAJOR = int(torch.__version__.split(".")[0])
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16, torch.int32,
           torch.int64, torch.uint8, torch.bool]
 # 0, 1, odd (given non-contiguous), past the 16 KiB eager limit for every dtype, and 4 MiB of float32.
@@ -98,6 +99,48 @@ def allreduce_avg():
     def expected(c):
         return [reduce_all([c.input(r) for r in range(c.size)], "SUM", c.dtype).div_(c.size)]
     return run, expected
+
+
+PREMUL_FACTOR = 2.0  # exact in every floating dtype
+
+
+def allreduce_premul_sum():
+    """ReduceOp.PREMUL_SUM (torch.distributed._make_nccl_premul_sum): each input scaled, then summed."""
+    def run(group, c):
+        t = c.tensor()
+        if dist.get_backend(group) == "gloo":  # Gloo has no PREMUL_SUM: scaled, then its sum
+            t.mul_(PREMUL_FACTOR)
+            dist.all_reduce(t, op=R.SUM, group=group)
+        else:
+            dist.all_reduce(t, op=dist._make_nccl_premul_sum(PREMUL_FACTOR), group=group)
+        return [t]
+
+    def expected(c):
+        return [reduce_all([c.input(r) for r in range(c.size)], "SUM", c.dtype).mul_(PREMUL_FACTOR)]
+    return run, expected
+
+
+def coalesced_tensor_ops(group, c):
+    """torch 2.x: all_gather_into_tensor and reduce_scatter_tensor issued inside
+    _coalescing_manager (as FSDP does), one work each for the lot."""
+    gathered = [torch.empty(c.n * c.size, dtype=c.dtype) for _ in range(2)]
+    with dist._coalescing_manager(group=group, async_ops=True) as manager:
+        for salt, out in enumerate(gathered):
+            dist.all_gather_into_tensor(out, c.input(salt=salt), group=group)
+    manager.wait()
+    scattered = [torch.empty(c.n, dtype=c.dtype) for _ in range(2)]
+    with dist._coalescing_manager(group=group, async_ops=True) as manager:
+        for salt, out in enumerate(scattered):
+            blocks = torch.cat([values(c.rank, c.n, c.dtype, salt=10 * salt + r) for r in range(c.size)])
+            dist.reduce_scatter_tensor(out, blocks, group=group)
+    manager.wait()
+    return gathered + scattered
+
+
+def coalesced_tensor_ops_expected(c):
+    n, dt, size = c.n, c.dtype, c.size
+    return [torch.cat([values(r, n, dt, salt=salt) for r in range(size)]) for salt in range(2)] + \
+        [reduce_all([values(r, n, dt, salt=10 * salt + c.rank) for r in range(size)], "SUM", dt) for salt in range(2)]
 
 
 def allreduce_coalesced(group, c):
@@ -235,6 +278,7 @@ def expected_of(c, name):
         "send_recv": lambda: [values((rank - 1) % size, n, dt)] + (
             [values(r, n, dt) for r in range(1, size)] if rank == 0 else []),
         "allreduce_coalesced": lambda: allreduce_coalesced_expected(c),
+        "coalesced_tensor_ops": lambda: coalesced_tensor_ops_expected(c),
     }
     return table[name]()
 
@@ -248,12 +292,16 @@ def operations():
         ops.append((f"reduce.{op}", run, expected))
     run, expected = allreduce_avg()
     ops.append(("allreduce.AVG", run, expected))
+    run, expected = allreduce_premul_sum()
+    ops.append(("allreduce.PREMUL_SUM", run, expected))
     for name, run in [("allreduce_coalesced", allreduce_coalesced), ("broadcast", broadcast), ("allgather", allgather),
                       ("_allgather_base", allgather_base), ("gather", gather), ("scatter", scatter),
                       ("reduce_scatter", reduce_scatter), ("_reduce_scatter_base", reduce_scatter_base),
                       ("alltoall_base", alltoall_single), ("alltoall_base_uneven", alltoall_single_uneven),
                       ("alltoall", alltoall_lists), ("send_recv", point_to_point)]:
         ops.append((name, run, lambda c, name=name: expected_of(c, name)))
+    if TORCH_MAJOR >= 2:  # torch 1.13 has no _coalescing_manager
+        ops.append(("coalesced_tensor_ops", coalesced_tensor_ops, lambda c: expected_of(c, "coalesced_tensor_ops")))
     return ops
 
 
@@ -269,9 +317,10 @@ def run_matrix(rank, size, chorus_group, gloo_group, sizes=SIZES, dtypes=DTYPES,
         plan += [(LARGE, torch.float32), (LARGE, torch.int8)]
     for n, dtype in plan:
         for name, run, expected in operations():
-            if name.endswith("AVG") and not dtype.is_floating_point:
+            if name.endswith(("AVG", "PREMUL_SUM")) and not dtype.is_floating_point:
                 continue
-            if dtype == torch.bool and name.startswith(("allreduce_coalesced", "_reduce_scatter_base")):
+            if dtype == torch.bool and name.startswith(("allreduce_coalesced", "_reduce_scatter_base",
+                                                        "coalesced_tensor_ops")):
                 continue  # MAX of bool is covered by allreduce.MAX
             c = Case(rank, size, n, dtype, non_contiguous=(n == 7), members=members)
             ours = run(chorus_group, c)
@@ -285,7 +334,8 @@ def run_matrix(rank, size, chorus_group, gloo_group, sizes=SIZES, dtypes=DTYPES,
                 # Gloo gets contiguous tensors: given strided ones it reduces the wrong elements (torch 1.13).
                 theirs = run(gloo_group, Case(rank, size, n, dtype, non_contiguous=False, members=members))
             except RuntimeError as e:  # Gloo lacks it: the local reference above stands
-                assert any(why in str(e) for why in ("does not support", "no support", "Invalid scalar type")), f"{what}: gloo: {e}"
+                assert any(why in str(e) for why in ("does not support", "no support", "not supported",
+                                                     "Invalid scalar type")), f"{what}: gloo: {e}"
                 continue
             assert same(ours, theirs), f"{what}: chorus {ours[:2]} != gloo {theirs[:2]}"
             gloo_checks += 1

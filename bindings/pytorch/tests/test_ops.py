@@ -183,3 +183,64 @@ def work_objects_worker(rank, size, port, tmp):
 
 def test_work_objects_complete_through_wait_poll_future_or_nobody(tmp_path):
     mp.start_processes(work_objects_worker, args=(3, free_port(), str(tmp_path)), nprocs=3, start_method="spawn")
+
+
+def wait_timeout_worker(rank, size, port, tmp):
+    """Work.wait(timeout) bounds that wait alone: once it runs out it raises, naming the operation and the bound,
+    and the operation stays in flight (a later wait() completes it, with the right result). Both kinds of work:
+    a started all_reduce and a gather (run in order on the runner thread). Then the group is destroyed and a new
+    one made in the same processes."""
+    init("tcp", rank, size, port, tmp)
+    bound = datetime.timedelta(milliseconds=200)
+    t = torch.full((1000,), float(rank + 1))
+    gathered = [torch.zeros(3) for _ in range(size)] if rank == 0 else None
+    if rank == 1:
+        time.sleep(1.5)  # rank 0's calls cannot complete before this
+    works = [("ALLREDUCE", dist.all_reduce(t, async_op=True)),
+             ("GATHER", dist.gather(torch.full((3,), float(rank)), gathered, dst=0, async_op=True))]
+    for name, work in works if rank == 0 else []:  # both bounded waits inside rank 1's sleep
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match="Work.wait timeout") as error:
+            work.wait(timeout=bound)
+        waited = time.monotonic() - start
+        assert name in str(error.value) and "200 ms" in str(error.value), str(error.value)
+        assert 0.15 < waited < 0.7, (name, waited)
+    for name, work in works:
+        assert work.wait()
+    assert t.eq(sum(range(1, size + 1))).all(), t[:4]
+    if rank == 0:
+        assert [g.tolist() for g in gathered] == [[float(r)] * 3 for r in range(size)], gathered
+    dist.destroy_process_group()
+    # A second group in the same processes, after destroy_process_group.
+    store = dist.FileStore(os.path.join(tmp, "second-store"), size)
+    dist.init_process_group("chorus", store=store, rank=rank, world_size=size, timeout=datetime.timedelta(seconds=60))
+    t = torch.full((5,), 1.0)
+    dist.all_reduce(t)
+    assert t.tolist() == [float(size)] * 5
+    dist.destroy_process_group()
+
+
+def test_work_wait_timeout_raises_and_the_operation_completes_later(tmp_path):
+    mp.start_processes(wait_timeout_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, start_method="spawn")
+
+
+def cuda_worker(rank, size, port, tmp):
+    init("tcp", rank, size, port, tmp)
+    t = torch.ones(4, device="cuda")
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as error:
+        dist.all_reduce(t)
+    message = str(error.value)
+    assert time.monotonic() - start < 1.0
+    assert "cuda" in message and "nccl" in message, message
+    # The group stays usable for CPU tensors.
+    cpu = torch.ones(4)
+    dist.all_reduce(cpu)
+    assert cpu.tolist() == [float(size)] * 4
+    dist.destroy_process_group()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device here: the CUDA-tensor error is "
+                    "checked where it does")
+def test_cuda_tensor_is_refused_at_once_naming_nccl(tmp_path):
+    mp.start_processes(cuda_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, start_method="spawn")

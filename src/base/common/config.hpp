@@ -191,6 +191,9 @@ inline constexpr VariableDoc kVariables[] = {
     {"CHORUS_JOB_SECRET", "(set by chorusrun)", "secret every store connection must present"},
     {"CHORUS_JOB_ID", "(set by chorusrun)", "names the job's keys in the store"},
     {"CHORUS_RSH", "ssh", "chorusrun: the command that starts remote ranks (as --rsh)"},
+    {"CHORUS_TORCH_TRACE", "0",
+     "chorus_torch: 1 prints each step of the backend's creation and, on SIGSEGV, a native backtrace "
+     "(docs/pytorch.md)"},
 };
 std::span<const VariableDoc> variables();
 
