@@ -39,5 +39,7 @@ void allreduce_hierarchical(Context& ctx, const Args& args);
 void broadcast_hierarchical(Context& ctx, const Args& args);
 void reduce_hierarchical(Context& ctx, const Args& args);
 void barrier_hierarchical(Context& ctx, const Args& args);
+void allgather_hierarchical(Context& ctx, const Args& args);
+void reduce_scatter_hierarchical(Context& ctx, const Args& args);
 
 }  // namespace chorus::coll

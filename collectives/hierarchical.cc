@@ -1,4 +1,5 @@
-// Node-aware ("hierarchical") allreduce, broadcast, reduce and barrier: built from
+// Node-aware ("hierarchical") allreduce, broadcast, reduce, barrier, allgather
+// and reduce_scatter: built from
 // the host layout, each a sequence of flat algorithms over parts of the
 // communicator (Context::part), so that a host's ranks talk to each other
 // over shared memory and only one rank per host crosses the network.
@@ -16,13 +17,25 @@
 //   barrier:   a barrier inside each host, one among the leaders, one
 //              inside each host again: log2(H) rounds cross the network
 //              instead of most of the flat dissemination's log2(P).
+//   allgather: gather inside each host to its leader (its host's "bundle"
+//              of blocks), ring allgatherv of the bundles among the
+//              leaders, the leader puts the blocks in rank order, broadcast
+//              inside the host. Network bytes per host: N minus one bundle
+//              out and in (N = the whole gathered vector).
+//   reduce_scatter: reduce of the whole vector inside each host to its
+//              leader, the leader orders it by bundles, a ring
+//              reduce-scatter of the bundles among the leaders (each ends
+//              with its host's bundle summed over every host), scatter
+//              inside the host. Network bytes per host: N minus one bundle.
 // Any placement works (block, round-robin, uneven hosts): a host's leader
 // is its lowest rank (the root, on the root's host), the hosts are ordered
 // by their lowest rank.
 #include "collectives/algo_util.hpp"
 #include "collectives/algorithms.hpp"
+#include "collectives/reduce_kernels.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace chorus::coll {
@@ -78,6 +91,77 @@ HostGroups layout_of(const Context& ctx, int root) {
 }
 
 size_t bytes_of(const Args& args) { return args.count * element_size(args.dtype); }
+
+// Every host's ranks (ascending), hosts by their lowest rank: the order of
+// HostGroups::leaders (without a root).
+std::vector<std::vector<int>> members_of_hosts(const Context& ctx) {
+  std::vector<int> host_order;
+  std::vector<std::vector<int>> members;
+  for (int r = 0; r < ctx.size(); ++r) {
+    const int host = ctx.host_of(r);
+    auto at = std::find(host_order.begin(), host_order.end(), host);
+    if (at == host_order.end()) {
+      host_order.push_back(host);
+      members.push_back({r});
+    } else {
+      members[static_cast<size_t>(at - host_order.begin())].push_back(r);
+    }
+  }
+  return members;
+}
+
+// Each host's blocks of `count` elements as one contiguous bundle, hosts
+// in order: elements per bundle and where it starts.
+struct Bundles {
+  std::vector<size_t> counts, displs;
+  Bundles(const std::vector<std::vector<int>>& members, size_t count) {
+    size_t offset = 0;
+    for (const auto& host : members) {
+      counts.push_back(host.size() * count);
+      displs.push_back(offset);
+      offset += host.size() * count;
+    }
+  }
+};
+
+// Copies every block between rank order (block r is rank r's) and bundle
+// order (host by host, each host's blocks by rank): `count` elements of
+// `element_size` bytes a block.
+void reorder(const std::vector<std::vector<int>>& members, const Bundles& bundles, size_t count, size_t element_size,
+             uint8_t* rank_order, uint8_t* bundle_order, bool to_bundles) {
+  const size_t block = count * element_size;
+  if (block == 0) return;
+  for (size_t h = 0; h < members.size(); ++h) {
+    for (size_t i = 0; i < members[h].size(); ++i) {
+      uint8_t* by_rank = rank_order + static_cast<size_t>(members[h][i]) * block;
+      uint8_t* by_bundle = bundle_order + bundles.displs[h] * element_size + i * block;
+      if (to_bundles) {
+        std::memcpy(by_bundle, by_rank, block);
+      } else {
+        std::memcpy(by_rank, by_bundle, block);
+      }
+    }
+  }
+}
+
+// Ring reduce-scatter of bundles of different sizes (`data` in bundle
+// order): step s sends bundle (i - s - 1) to the right and adds the one from
+// the left, bundle (i - s - 2), into its own copy; after n - 1 steps bundle
+// i is summed over every rank. Sends every bundle but its own once.
+void reduce_scatter_bundles(Context& ctx, uint8_t* data, const Bundles& bundles, DataType dtype, ReduceOp op) {
+  const int n = ctx.size();
+  const int i = ctx.rank();
+  const size_t es = element_size(dtype);
+  void* incoming = ctx.scratch(0, *std::max_element(bundles.counts.begin(), bundles.counts.end()) * es);
+  for (int s = 0; s <= n - 2; ++s) {
+    const auto out = static_cast<size_t>(mod(i - s - 1, n));
+    const auto in = static_cast<size_t>(mod(i - s - 2, n));
+    ctx.sendrecv(mod(i + 1, n), data + bundles.displs[out] * es, bundles.counts[out] * es, mod(i - 1, n), incoming,
+                 bundles.counts[in] * es, static_cast<uint32_t>(s));
+    uint8_t* mine = data + bundles.displs[in] * es;
+    reduce_into(mine, mine, incoming, bundles.counts[in], dtype, op);
+  }
+}
 
 // Inside the host, from its leader: the flat table's broadcast for its ranks.
 void broadcast_in_host(const Context& ctx, const HostGroups& layout, const Args& args, uint32_t first_step) {
@@ -171,6 +255,93 @@ void barrier_hierarchical(Context& ctx, const Args& args) {
     select(Collective::barrier, 0, static_cast<int>(layout.leaders.size())).run(leaders, args);
   }
   in_host(kHostAgainStep);
+}
+
+void allgather_hierarchical(Context& ctx, const Args& args) {
+  const HostGroups layout = layout_of(ctx, -1);
+  const auto members = members_of_hosts(ctx);
+  const Bundles bundles(members, args.count);
+  const size_t es = element_size(args.dtype);
+  const size_t total = args.count * static_cast<size_t>(ctx.size()) * es;
+  const bool leader = layout.leader_index >= 0;
+  // The leaders' gathered bundles, host by host (slot 3: the flat
+  // algorithms run inside use slots 0-2).
+  auto* gathered = leader ? static_cast<uint8_t*>(ctx.scratch(3, total)) : nullptr;
+  uint8_t* own_bundle = leader ? gathered + bundles.displs[static_cast<size_t>(layout.leader_index)] * es : nullptr;
+  // 1. Inside the host, every block to its leader, into its host's bundle.
+  if (layout.host_ranks.size() > 1) {
+    Context host = ctx.part(layout.host_ranks, layout.host_index, kHostStep);
+    Args part = args;
+    part.recv = own_bundle;
+    part.root = layout.host_leader;
+    const int ranks = static_cast<int>(layout.host_ranks.size());
+    select(Collective::gather, bytes_of(args) * layout.host_ranks.size(), ranks).run(host, part);
+  } else if (leader) {
+    copy_unless_same(own_bundle, args.send, bytes_of(args));
+  }
+  // 2. Among the leaders, every bundle to every leader.
+  if (leader && layout.leaders.size() > 1) {
+    Context leaders = ctx.part(layout.leaders, layout.leader_index, kLeadersStep);
+    Args part = args;
+    part.send = own_bundle;
+    part.recv = gathered;
+    part.count = bundles.counts[static_cast<size_t>(layout.leader_index)];
+    part.recv_counts = bundles.counts;
+    part.recv_displs = bundles.displs;
+    select(Collective::allgatherv, total, static_cast<int>(layout.leaders.size())).run(leaders, part);
+  }
+  // 3. The leader puts the blocks in rank order; 4. inside the host, from it.
+  if (leader) reorder(members, bundles, args.count, es, static_cast<uint8_t*>(args.recv), gathered, false);
+  Args whole = args;
+  whole.count = args.count * static_cast<size_t>(ctx.size());
+  broadcast_in_host(ctx, layout, whole, kHostAgainStep);
+}
+
+void reduce_scatter_hierarchical(Context& ctx, const Args& args) {
+  const HostGroups layout = layout_of(ctx, -1);
+  const auto members = members_of_hosts(ctx);
+  const Bundles bundles(members, args.count);
+  const size_t es = element_size(args.dtype);
+  const size_t total = args.count * static_cast<size_t>(ctx.size()) * es;
+  const bool leader = layout.leader_index >= 0;
+  // The leader's sum over its host, in rank order (slot 3), then in bundle
+  // order (slot 2); the binomial reduce inside uses slots 0 and 1, the
+  // leaders' ring slot 0. The send buffer is only read.
+  auto* summed = leader ? static_cast<uint8_t*>(ctx.scratch(3, total)) : nullptr;
+  // 1. Inside the host, the whole vector to its leader.
+  if (layout.host_ranks.size() > 1) {
+    Context host = ctx.part(layout.host_ranks, layout.host_index, kHostStep);
+    Args part = args;
+    part.count = args.count * static_cast<size_t>(ctx.size());
+    part.recv = summed;  // read by the leader only
+    part.root = layout.host_leader;
+    reduce_binomial(host, part);
+  } else if (leader) {
+    copy_unless_same(summed, args.send, total);
+  }
+  uint8_t* ordered = nullptr;
+  if (leader) {
+    // 2. In bundle order; 3. among the leaders, each host's bundle summed over every host.
+    ordered = static_cast<uint8_t*>(ctx.scratch(2, total));
+    reorder(members, bundles, args.count, es, summed, ordered, true);
+    if (layout.leaders.size() > 1) {
+      Context leaders = ctx.part(layout.leaders, layout.leader_index, kLeadersStep);
+      reduce_scatter_bundles(leaders, ordered, bundles, args.dtype, args.op);
+    }
+  }
+  // 4. Inside the host, from the leader's bundle, each rank its block.
+  const uint8_t* own_bundle =
+      leader ? ordered + bundles.displs[static_cast<size_t>(layout.leader_index)] * es : nullptr;
+  if (layout.host_ranks.size() > 1) {
+    Context host = ctx.part(layout.host_ranks, layout.host_index, kHostAgainStep);
+    Args part = args;
+    part.send = own_bundle;
+    part.root = layout.host_leader;
+    const int ranks = static_cast<int>(layout.host_ranks.size());
+    select(Collective::scatter, bytes_of(args) * layout.host_ranks.size(), ranks).run(host, part);
+  } else {
+    copy_unless_same(args.recv, own_bundle, bytes_of(args));
+  }
 }
 
 }  // namespace chorus::coll

@@ -10,7 +10,7 @@ namespace chorus::coll {
 
 namespace {
 
-const std::array<Algorithm, 32> kAlgorithms = {{
+const std::array<Algorithm, 34> kAlgorithms = {{
     {"ring", Collective::allreduce, allreduce_ring},
     {"tree", Collective::allreduce, allreduce_tree},
     {"recursive_doubling", Collective::allreduce, allreduce_recursive_doubling},
@@ -29,7 +29,9 @@ const std::array<Algorithm, 32> kAlgorithms = {{
     {"hierarchical", Collective::reduce, reduce_hierarchical},
     {"ring", Collective::allgather, allgather_ring},
     {"bruck", Collective::allgather, allgather_bruck},
+    {"hierarchical", Collective::allgather, allgather_hierarchical},
     {"ring", Collective::reduce_scatter, reduce_scatter_ring},
+    {"hierarchical", Collective::reduce_scatter, reduce_scatter_hierarchical},
     {"pairwise", Collective::alltoall, alltoall_pairwise},
     {"linear", Collective::gather, gather_linear},
     {"binomial", Collective::gather, gather_binomial},

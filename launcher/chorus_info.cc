@@ -209,8 +209,9 @@ void print_algorithms() {
   std::printf("\nSelection table:\n"
               "  (first: where every rank of the communicator shares memory (shm), allreduce, broadcast,\n"
               "  reduce and barrier of up to CHORUS_BOARD_BYTES run on the board; where the ranks span hosts\n"
-              "  and some host has several, allreduce, broadcast, reduce and barrier run hierarchical, which\n"
-              "  uses this table inside each host and among the hosts' leaders; docs/algorithms.md)\n%s",
+              "  and some host has several, allreduce, broadcast, reduce, barrier, allgather and\n"
+              "  reduce_scatter run hierarchical, which uses this table inside each host and among the hosts'\n"
+              "  leaders; docs/algorithms.md)\n%s",
               chorus::coll::describe_selection_table().c_str());
 }
 

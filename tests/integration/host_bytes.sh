@@ -2,8 +2,9 @@
 # Bytes on the network per host (docs/transport-hybrid.md, "Bytes"): 6 ranks
 # told by CHORUS_HOST_ID that they are on 3 hosts (3, 1, 2 ranks), placed in
 # blocks and round-robin; one call of 4 MiB of allreduce, broadcast (root 0
-# and root 5) and reduce (root 5) with the automatic choice (hierarchical),
-# then allreduce with the flat ring for comparison. Each rank logs at
+# and root 5), reduce (root 5), allgather and reduce_scatter with the
+# automatic choice (hierarchical), then allreduce and allgather with the
+# flat ring for comparison. Each rank logs at
 # finalize the payload bytes it sent to and received from other hosts'
 # ranks (the engine's counters); summed per host they must stay within the
 # bounds of docs/algorithms.md ("hierarchical"), with 10 % for the bench's
@@ -11,13 +12,16 @@
 #   allreduce: out and in <= 1.1 x 2(H-1)/H x N
 #   broadcast: in <= 1.1 x N, out <= 1.1 x ceil(log2 H) x N
 #   reduce:    out <= 1.1 x N, in <= 1.1 x ceil(log2 H) x N
+#   allgather, reduce_scatter: out and in <= 1.1 x (P - M_min)/P x N (N minus
+#              the smallest host's bundle; P ranks, M_min on the smallest host;
+#              N the whole gathered / the whole input vector)
 # Counts, not times. Also prints the flat ring's per-host bytes.
 #   host_bytes.sh CHORUSRUN CHORUS_BENCH
 set -u
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 [ $# -eq 2 ] || { echo "usage: host_bytes.sh CHORUSRUN CHORUS_BENCH" >&2; exit 2; }
 chorusrun=$1 bench=$2
-bytes=$((4 << 20)) hosts=3 log2_hosts=2
+bytes=$((4 << 20)) hosts=3 log2_hosts=2 ranks=6 smallest_host=1
 failures=0
 
 # measure PLACEMENT OP ROOT ALGO: prints "host out in" per host.
@@ -55,14 +59,19 @@ check() {
 }
 
 allreduce_limit=$((110 * 2 * (hosts - 1) / hosts))
+bundles_limit=$((110 * (ranks - smallest_host) / ranks))
 for placement in "a a a b c c" "a b c a c a"; do
   echo "== placement (ranks 0-5): $placement; N = $bytes bytes, H = $hosts hosts"
   check "$placement" allreduce 0 "$allreduce_limit" "$allreduce_limit"
   check "$placement" broadcast 0 $((110 * log2_hosts)) 110
   check "$placement" broadcast 5 $((110 * log2_hosts)) 110
   check "$placement" reduce 5 110 $((110 * log2_hosts))
-  echo "flat ring allreduce for comparison (host out in):"
-  measure "$placement" allreduce 0 ring | sed 's/^/  /'
+  check "$placement" allgather 0 "$bundles_limit" "$bundles_limit"
+  check "$placement" reduce_scatter 0 "$bundles_limit" "$bundles_limit"
+  for op in allreduce allgather; do
+    echo "flat ring $op for comparison (host out in):"
+    measure "$placement" $op 0 ring | sed 's/^/  /'
+  done
 done
 [ $failures -eq 0 ] && echo "host_bytes: OK" || echo "host_bytes: FAILED"
 exit $failures
