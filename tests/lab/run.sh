@@ -25,6 +25,9 @@ environment, streams its stdout and stderr here, and powers off.
   -m SIZE      memory per guest (default 4G for one guest, 2G each for more)
   -s CPUS      virtual CPUs per guest (default: host CPUs / N, at least 1)
   -t SECONDS   stop the guests after this long (default 1800): status 124
+  -i SECONDS   also stop them once none has printed a line for this long
+               (a stalled run; status 124): a budget that follows progress
+               on a loaded host, where -t alone must guess (default 0: off)
   --mtu BYTES  MTU of the Ethernet device under rxe0 (default 1500: RDMA
                MTU 1024; 4200 gives RDMA MTU 4096)
   --no-rxe     no RDMA modules, no rxe0
@@ -50,7 +53,7 @@ USAGE
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${CHORUS_LAB_CACHE:-/var/cache/chorus-lab}
 accel=${CHORUS_LAB_ACCEL:-tcg}
-guests=1 memory='' cpus='' timeout_seconds=1800 mtu=1500 rxe=1 verbose=0 keep=0 check_only=0
+guests=1 memory='' cpus='' timeout_seconds=1800 idle_seconds=0 mtu=1500 rxe=1 verbose=0 keep=0 check_only=0
 shell_command='' have_shell_command=0
 writable=()
 while (($#)); do
@@ -61,6 +64,7 @@ while (($#)); do
     -m) memory=${2:?-m needs a size}; shift 2 ;;
     -s) cpus=${2:?-s needs a number}; shift 2 ;;
     -t) timeout_seconds=${2:?-t needs seconds}; shift 2 ;;
+    -i) idle_seconds=${2:?-i needs seconds}; shift 2 ;;
     --mtu) mtu=${2:?--mtu needs a size}; shift 2 ;;
     --no-rxe) rxe=0; shift ;;
     -v) verbose=1; shift ;;
@@ -76,6 +80,7 @@ done
 bad_usage() { echo "run.sh: $*" >&2; exit 2; }
 [[ $guests =~ ^[1-9][0-9]*$ ]] && ((guests <= 250)) || bad_usage "-n wants 1 to 250 guests, not \"$guests\""
 [[ $timeout_seconds =~ ^[1-9][0-9]*$ ]] || bad_usage "-t wants whole seconds, not \"$timeout_seconds\""
+[[ $idle_seconds =~ ^[0-9]+$ ]] || bad_usage "-i wants whole seconds, not \"$idle_seconds\""
 [[ $mtu =~ ^[0-9]+$ ]] && ((mtu >= 1280 && mtu <= 9000)) || bad_usage "--mtu wants 1280 to 9000, not \"$mtu\""
 [[ -z $cpus || $cpus =~ ^[1-9][0-9]*$ ]] || bad_usage "-s wants a number of CPUs, not \"$cpus\""
 [[ -n $memory ]] || { ((guests == 1)) && memory=4G || memory=2G; }
@@ -172,6 +177,16 @@ kernel_args+=" random.trust_cpu=on 8250.nr_uarts=1 lab_kernel_version=$kernel_ve
 
 # ---------------------------------------------------------------- the guests
 qemu_pids=() readers=()
+# Copies its input through, touching FILE at every line (the -i watchdog
+# reads its time).
+pass_and_mark() {
+  local line
+  while IFS= read -r line || [[ -n $line ]]; do
+    printf '%s\n' "$line"
+    : > "$1"
+  done
+}
+
 start_guest() {
   local rank=$1 dir=$run_dir/guest$1
   mkdir -p "$dir"
@@ -217,9 +232,9 @@ start_guest() {
   mkfifo "$dir/stdout" "$dir/stderr"
   local prefix=
   ((guests == 1)) || prefix="[r$rank] "
-  sed -u "s/^/$prefix/" < "$dir/stdout" &
+  sed -u "s/^/$prefix/" < "$dir/stdout" | pass_and_mark "$run_dir/alive" &
   readers+=($!)
-  sed -u "s/^/$prefix/" < "$dir/stderr" >&2 &
+  sed -u "s/^/$prefix/" < "$dir/stderr" | pass_and_mark "$run_dir/alive" >&2 &
   readers+=($!)
   background+=("${readers[@]: -2}")
   timeout "$timeout_seconds" qemu-system-x86_64 "${args[@]}" < /dev/null > "$dir/qemu.log" 2>&1 &
@@ -231,7 +246,23 @@ start_guest() {
     background+=($!)
   fi
 }
+: > "$run_dir/alive"
 for ((r = 0; r < guests; r++)); do start_guest "$r"; done
+# -i: the watchdog stops the guests once "alive" (touched at every line a
+# guest prints) is older than idle_seconds.
+if ((idle_seconds > 0)); then
+  (
+    while sleep 10; do
+      last=$(stat -c %Y "$run_dir/alive" 2>/dev/null) || exit 0
+      if (($(date +%s) - last >= idle_seconds)); then
+        : > "$run_dir/idle"
+        kill "${qemu_pids[@]}" 2>/dev/null
+        exit 0
+      fi
+    done
+  ) &
+  background+=($!)
+fi
 
 timed_out=0
 for pid in "${qemu_pids[@]}"; do
@@ -244,6 +275,11 @@ for pid in "${readers[@]}"; do
   for _ in {1..20}; do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 done
 
+if [[ -e $run_dir/idle ]]; then
+  echo "run.sh: stopped the guests: none printed a line for ${idle_seconds}s; their consoles end with:" >&2
+  for ((r = 0; r < guests; r++)); do tail -n 20 "$run_dir/guest$r/console" | sed "s/^/[console $r] /" >&2; done
+  exit 124
+fi
 if ((timed_out)); then
   echo "run.sh: stopped the guests after ${timeout_seconds}s; their consoles end with:" >&2
   for ((r = 0; r < guests; r++)); do tail -n 20 "$run_dir/guest$r/console" | sed "s/^/[console $r] /" >&2; done
