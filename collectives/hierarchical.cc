@@ -163,6 +163,40 @@ void reduce_scatter_bundles(Context& ctx, uint8_t* data, const Bundles& bundles,
   }
 }
 
+// The flat table's gather or scatter of `part` (args.count elements a rank)
+// inside the host, rooted at its leader.
+void rooted_in_host(const Context& ctx, const HostGroups& layout, Collective op, Args part, uint32_t first_step) {
+  Context host = ctx.part(layout.host_ranks, layout.host_index, first_step);
+  part.root = layout.host_leader;
+  const size_t ranks = layout.host_ranks.size();
+  select(op, bytes_of(part) * ranks, static_cast<int>(ranks)).run(host, part);
+}
+
+// What allgather and reduce_scatter share: the host groups, every host's
+// ranks and bundle, and the leader's buffer for the whole vector (slot 3:
+// the flat algorithms they run use slots 0-2).
+struct BundleCall {
+  HostGroups layout;
+  std::vector<std::vector<int>> members;
+  Bundles bundles;
+  size_t es;                 // bytes per element
+  size_t total;              // bytes of the whole vector
+  uint8_t* whole = nullptr;  // the leader's; nullptr on the others
+  BundleCall(Context& ctx, const Args& args)
+      : layout(layout_of(ctx, -1)),
+        members(members_of_hosts(ctx)),
+        bundles(members, args.count),
+        es(element_size(args.dtype)),
+        total(args.count * static_cast<size_t>(ctx.size()) * es) {
+    if (leader()) whole = static_cast<uint8_t*>(ctx.scratch(3, total));
+  }
+  bool leader() const { return layout.leader_index >= 0; }
+  // This leader's host's bundle in a buffer in bundle order.
+  uint8_t* own_bundle(uint8_t* bundle_order) const {
+    return bundle_order + bundles.displs[static_cast<size_t>(layout.leader_index)] * es;
+  }
+};
+
 // Inside the host, from its leader: the flat table's broadcast for its ranks.
 void broadcast_in_host(const Context& ctx, const HostGroups& layout, const Args& args, uint32_t first_step) {
   if (layout.host_ranks.size() < 2) return;
@@ -258,56 +292,45 @@ void barrier_hierarchical(Context& ctx, const Args& args) {
 }
 
 void allgather_hierarchical(Context& ctx, const Args& args) {
-  const HostGroups layout = layout_of(ctx, -1);
-  const auto members = members_of_hosts(ctx);
-  const Bundles bundles(members, args.count);
-  const size_t es = element_size(args.dtype);
-  const size_t total = args.count * static_cast<size_t>(ctx.size()) * es;
-  const bool leader = layout.leader_index >= 0;
-  // The leaders' gathered bundles, host by host (slot 3: the flat
-  // algorithms run inside use slots 0-2).
-  auto* gathered = leader ? static_cast<uint8_t*>(ctx.scratch(3, total)) : nullptr;
-  uint8_t* own_bundle = leader ? gathered + bundles.displs[static_cast<size_t>(layout.leader_index)] * es : nullptr;
+  const BundleCall call(ctx, args);
+  const HostGroups& layout = call.layout;
+  uint8_t* gathered = call.whole;  // the bundles, host by host
+  uint8_t* own_bundle = call.leader() ? call.own_bundle(gathered) : nullptr;
   // 1. Inside the host, every block to its leader, into its host's bundle.
   if (layout.host_ranks.size() > 1) {
-    Context host = ctx.part(layout.host_ranks, layout.host_index, kHostStep);
     Args part = args;
     part.recv = own_bundle;
-    part.root = layout.host_leader;
-    const int ranks = static_cast<int>(layout.host_ranks.size());
-    select(Collective::gather, bytes_of(args) * layout.host_ranks.size(), ranks).run(host, part);
-  } else if (leader) {
+    rooted_in_host(ctx, layout, Collective::gather, part, kHostStep);
+  } else if (call.leader()) {
     copy_unless_same(own_bundle, args.send, bytes_of(args));
   }
   // 2. Among the leaders, every bundle to every leader.
-  if (leader && layout.leaders.size() > 1) {
+  if (call.leader() && layout.leaders.size() > 1) {
     Context leaders = ctx.part(layout.leaders, layout.leader_index, kLeadersStep);
     Args part = args;
     part.send = own_bundle;
     part.recv = gathered;
-    part.count = bundles.counts[static_cast<size_t>(layout.leader_index)];
-    part.recv_counts = bundles.counts;
-    part.recv_displs = bundles.displs;
-    select(Collective::allgatherv, total, static_cast<int>(layout.leaders.size())).run(leaders, part);
+    part.count = call.bundles.counts[static_cast<size_t>(layout.leader_index)];
+    part.recv_counts = call.bundles.counts;
+    part.recv_displs = call.bundles.displs;
+    select(Collective::allgatherv, call.total, static_cast<int>(layout.leaders.size())).run(leaders, part);
   }
   // 3. The leader puts the blocks in rank order; 4. inside the host, from it.
-  if (leader) reorder(members, bundles, args.count, es, static_cast<uint8_t*>(args.recv), gathered, false);
+  if (call.leader()) {
+    reorder(call.members, call.bundles, args.count, call.es, static_cast<uint8_t*>(args.recv), gathered, false);
+  }
   Args whole = args;
   whole.count = args.count * static_cast<size_t>(ctx.size());
   broadcast_in_host(ctx, layout, whole, kHostAgainStep);
 }
 
 void reduce_scatter_hierarchical(Context& ctx, const Args& args) {
-  const HostGroups layout = layout_of(ctx, -1);
-  const auto members = members_of_hosts(ctx);
-  const Bundles bundles(members, args.count);
-  const size_t es = element_size(args.dtype);
-  const size_t total = args.count * static_cast<size_t>(ctx.size()) * es;
-  const bool leader = layout.leader_index >= 0;
-  // The leader's sum over its host, in rank order (slot 3), then in bundle
+  const BundleCall call(ctx, args);
+  const HostGroups& layout = call.layout;
+  // The leader's sum over its host in rank order (slot 3), then in bundle
   // order (slot 2); the binomial reduce inside uses slots 0 and 1, the
   // leaders' ring slot 0. The send buffer is only read.
-  auto* summed = leader ? static_cast<uint8_t*>(ctx.scratch(3, total)) : nullptr;
+  uint8_t* summed = call.whole;
   // 1. Inside the host, the whole vector to its leader.
   if (layout.host_ranks.size() > 1) {
     Context host = ctx.part(layout.host_ranks, layout.host_index, kHostStep);
@@ -316,29 +339,25 @@ void reduce_scatter_hierarchical(Context& ctx, const Args& args) {
     part.recv = summed;  // read by the leader only
     part.root = layout.host_leader;
     reduce_binomial(host, part);
-  } else if (leader) {
-    copy_unless_same(summed, args.send, total);
+  } else if (call.leader()) {
+    copy_unless_same(summed, args.send, call.total);
   }
-  uint8_t* ordered = nullptr;
-  if (leader) {
+  const uint8_t* own_bundle = nullptr;
+  if (call.leader()) {
     // 2. In bundle order; 3. among the leaders, each host's bundle summed over every host.
-    ordered = static_cast<uint8_t*>(ctx.scratch(2, total));
-    reorder(members, bundles, args.count, es, summed, ordered, true);
+    auto* ordered = static_cast<uint8_t*>(ctx.scratch(2, call.total));
+    reorder(call.members, call.bundles, args.count, call.es, summed, ordered, true);
     if (layout.leaders.size() > 1) {
       Context leaders = ctx.part(layout.leaders, layout.leader_index, kLeadersStep);
-      reduce_scatter_bundles(leaders, ordered, bundles, args.dtype, args.op);
+      reduce_scatter_bundles(leaders, ordered, call.bundles, args.dtype, args.op);
     }
+    own_bundle = call.own_bundle(ordered);
   }
   // 4. Inside the host, from the leader's bundle, each rank its block.
-  const uint8_t* own_bundle =
-      leader ? ordered + bundles.displs[static_cast<size_t>(layout.leader_index)] * es : nullptr;
   if (layout.host_ranks.size() > 1) {
-    Context host = ctx.part(layout.host_ranks, layout.host_index, kHostAgainStep);
     Args part = args;
     part.send = own_bundle;
-    part.root = layout.host_leader;
-    const int ranks = static_cast<int>(layout.host_ranks.size());
-    select(Collective::scatter, bytes_of(args) * layout.host_ranks.size(), ranks).run(host, part);
+    rooted_in_host(ctx, layout, Collective::scatter, part, kHostAgainStep);
   } else {
     copy_unless_same(args.recv, own_bundle, bytes_of(args));
   }
