@@ -2,7 +2,9 @@
 // counts that are not powers of two, counts that do not divide evenly (and
 // smaller than the rank count), eager and rendezvous sizes, in-place and
 // out-of-place, every root; every element checked. Inputs are small integers
-// so float sums are exact in any order.
+// so float sums are exact in any order. The ranks are spread over up to 3
+// made-up hosts of uneven sizes, neither in blocks nor round-robin (what the
+// hierarchical algorithms split by; the flat ones ignore it).
 #include "collectives/collectives.hpp"
 #include "tests/collectives/test_values.hpp"
 #include "tests/harness.hpp"
@@ -32,6 +34,8 @@ void run_case(const Case& c) {
   run_ranks(c.ranks, [&](p2p::Engine& engine, int rank) {
     std::vector<int> engine_ranks(n);
     for (size_t i = 0; i < n; ++i) engine_ranks[i] = static_cast<int>(i);
+    std::vector<int> host_of(n);
+    for (size_t i = 0; i < n; ++i) host_of[i] = static_cast<int>((i * 5 + i / 3) % std::min<size_t>(n, 3));
     coll::Scratch scratch;
     coll::Tuning tuning;
     tuning.pipeline_chunk_bytes = 4096;  // many chunks: exercises pipelining
@@ -61,6 +65,7 @@ void run_case(const Case& c) {
       if (c.in_place && c.op == Collective::reduce_scatter) result = static_cast<uint8_t*>(recv) + static_cast<size_t>(rank) * c.count * es;
       if (c.op == Collective::broadcast) result = send;
       coll::Context ctx(engine, engine_ranks, rank, p2p::CallTag::collective(0, static_cast<uint64_t>(root_index + 1)), scratch, tuning);
+      ctx.set_hosts(host_of);
       coll::Args args{send, result, c.count, c.dtype, c.redop, root};
       algorithm->run(ctx, args);
       // Check every element this rank must hold.
