@@ -55,22 +55,25 @@ struct HostGroups {
   std::vector<int> leaders;     // engine ranks of every host's leader, hosts by their lowest rank
   int leader_index = -1;        // this rank among the leaders, -1 if it is none
   int root_leader = 0;          // the root's host's leader among the leaders
+  std::vector<std::vector<int>> members;  // every host's ranks (ascending), hosts in the leaders' order
 };
 
 // `root`: a rank that leads its host (broadcast and reduce), or -1.
 HostGroups layout_of(const Context& ctx, int root) {
-  const int n = ctx.size();
   HostGroups layout;
   std::vector<int> host_order;  // hosts by their lowest rank
   std::vector<int> leader_rank;
-  for (int r = 0; r < n; ++r) {
+  for (int r = 0; r < ctx.size(); ++r) {
     const int host = ctx.host_of(r);
     auto at = std::find(host_order.begin(), host_order.end(), host);
     if (at == host_order.end()) {
       host_order.push_back(host);
       leader_rank.push_back(r);
-    } else if (r == root) {
-      leader_rank[static_cast<size_t>(at - host_order.begin())] = r;
+      layout.members.push_back({r});
+    } else {
+      const auto h = static_cast<size_t>(at - host_order.begin());
+      if (r == root) leader_rank[h] = r;
+      layout.members[h].push_back(r);
     }
   }
   const int my_host = ctx.host_of(ctx.rank());
@@ -80,8 +83,7 @@ HostGroups layout_of(const Context& ctx, int root) {
     if (root >= 0 && host_order[h] == ctx.host_of(root)) layout.root_leader = static_cast<int>(h);
     layout.leaders.push_back(ctx.engine_rank(leader));
     if (host_order[h] != my_host) continue;
-    for (int r = 0; r < n; ++r) {
-      if (ctx.host_of(r) != my_host) continue;
+    for (int r : layout.members[h]) {
       if (r == ctx.rank()) layout.host_index = static_cast<int>(layout.host_ranks.size());
       if (r == leader) layout.host_leader = static_cast<int>(layout.host_ranks.size());
       layout.host_ranks.push_back(ctx.engine_rank(r));
@@ -91,24 +93,6 @@ HostGroups layout_of(const Context& ctx, int root) {
 }
 
 size_t bytes_of(const Args& args) { return args.count * element_size(args.dtype); }
-
-// Every host's ranks (ascending), hosts by their lowest rank: the order of
-// HostGroups::leaders (without a root).
-std::vector<std::vector<int>> members_of_hosts(const Context& ctx) {
-  std::vector<int> host_order;
-  std::vector<std::vector<int>> members;
-  for (int r = 0; r < ctx.size(); ++r) {
-    const int host = ctx.host_of(r);
-    auto at = std::find(host_order.begin(), host_order.end(), host);
-    if (at == host_order.end()) {
-      host_order.push_back(host);
-      members.push_back({r});
-    } else {
-      members[static_cast<size_t>(at - host_order.begin())].push_back(r);
-    }
-  }
-  return members;
-}
 
 // Each host's blocks of `count` elements as one contiguous bundle, hosts
 // in order: elements per bundle and where it starts.
@@ -173,19 +157,17 @@ void rooted_in_host(const Context& ctx, const HostGroups& layout, Collective op,
 }
 
 // What allgather and reduce_scatter share: the host groups, every host's
-// ranks and bundle, and the leader's buffer for the whole vector (slot 3:
-// the flat algorithms they run use slots 0-2).
+// bundle, and the leader's buffer for the whole vector (slot 3: the flat
+// algorithms they run use slots 0-2).
 struct BundleCall {
   HostGroups layout;
-  std::vector<std::vector<int>> members;
   Bundles bundles;
   size_t es;                 // bytes per element
   size_t total;              // bytes of the whole vector
   uint8_t* whole = nullptr;  // the leader's; nullptr on the others
   BundleCall(Context& ctx, const Args& args)
       : layout(layout_of(ctx, -1)),
-        members(members_of_hosts(ctx)),
-        bundles(members, args.count),
+        bundles(layout.members, args.count),
         es(element_size(args.dtype)),
         total(args.count * static_cast<size_t>(ctx.size()) * es) {
     if (leader()) whole = static_cast<uint8_t*>(ctx.scratch(3, total));
@@ -317,7 +299,7 @@ void allgather_hierarchical(Context& ctx, const Args& args) {
   }
   // 3. The leader puts the blocks in rank order; 4. inside the host, from it.
   if (call.leader()) {
-    reorder(call.members, call.bundles, args.count, call.es, static_cast<uint8_t*>(args.recv), gathered, false);
+    reorder(call.layout.members, call.bundles, args.count, call.es, static_cast<uint8_t*>(args.recv), gathered, false);
   }
   Args whole = args;
   whole.count = args.count * static_cast<size_t>(ctx.size());
@@ -346,7 +328,7 @@ void reduce_scatter_hierarchical(Context& ctx, const Args& args) {
   if (call.leader()) {
     // 2. In bundle order; 3. among the leaders, each host's bundle summed over every host.
     auto* ordered = static_cast<uint8_t*>(ctx.scratch(2, call.total));
-    reorder(call.members, call.bundles, args.count, call.es, summed, ordered, true);
+    reorder(call.layout.members, call.bundles, args.count, call.es, summed, ordered, true);
     if (layout.leaders.size() > 1) {
       Context leaders = ctx.part(layout.leaders, layout.leader_index, kLeadersStep);
       reduce_scatter_bundles(leaders, ordered, call.bundles, args.dtype, args.op);
