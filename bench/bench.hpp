@@ -31,6 +31,17 @@ double input_value(int rank, size_t index, ReduceOp op);
 // The reduction over ranks 0..ranks-1 of input_value(r, index), as stored in dtype.
 double reduced_value(int ranks, size_t index, ReduceOp op, DataType dtype);
 
+// The algorithms of `op` worth running on `comm` (chorus-bench --algo all,
+// chorus-matrix): every one, but the hierarchical ones (they split the
+// ranks by host) only where chorus' own choice takes them, ranks on several
+// hosts with several on some (elsewhere they would run only their flat
+// parts, which are in the list anyway), and multi_leader only where every
+// host has 2 ranks or more (elsewhere it is `hierarchical`). Collective:
+// every rank of `comm` calls it.
+std::vector<std::string> algorithms_that_apply(chorus::Communicator& comm, Collective op);
+// False where algorithms_that_apply leaves the hierarchical ones out.
+bool ranks_split_by_host(chorus::Communicator& comm);
+
 struct CallShape {
   size_t count = 0;        // the `count` argument of the call
   size_t send_elems = 0;   // elements in the send buffer

@@ -50,7 +50,8 @@ class Runner {
   void print_header(const CollectiveBench& spec, const std::string& algorithm) {
     if (comm_.rank() != 0) return;
     if (options_.csv) {
-      std::printf("op,algorithm,bytes,count,dtype,redop,root,time_us,algbw_GBs,busbw_GBs,wrong\n");
+      std::printf("op,algorithm,bytes,count,dtype,redop,root,time_us,algbw_GBs,busbw_GBs,wrong%s\n",
+                  options_.stats ? ",net_out_per_host,net_in_per_host" : "");
       return;
     }
     std::printf("#\n# %s  ranks %d  transport %s  dtype %s  redop %s  root %d  %s  algorithm %s\n",
@@ -61,9 +62,14 @@ class Runner {
     std::printf("# iters %d  warmup %d  check %d  sync %s  (time: %s, the slowest rank's mean)\n", options_.iters,
                 options_.warmup, options_.check_iters, options_.sync ? "on" : "off",
                 options_.sync ? "each call alone after a barrier" : "the timed calls back to back as one batch");
-    std::printf("# %12s %12s %-20s %10s %9s %9s %8s\n", "size(B)", "count", "algorithm", "time(us)", "algbw",
-                "busbw", "#wrong");
-    std::printf("# %12s %12s %-20s %10s %9s %9s %8s\n", "", "(elements)", "", "", "(GB/s)", "(GB/s)", "");
+    if (options_.stats) {
+      std::printf("# net out/in: payload bytes one call sent to / received from other hosts' ranks, summed over\n"
+                  "# a host's ranks, the busiest host's\n");
+    }
+    std::printf("# %12s %12s %-20s %10s %9s %9s %8s%s\n", "size(B)", "count", "algorithm", "time(us)", "algbw",
+                "busbw", "#wrong", options_.stats ? "      net out       net in" : "");
+    std::printf("# %12s %12s %-20s %10s %9s %9s %8s%s\n", "", "(elements)", "", "", "(GB/s)", "(GB/s)", "",
+                options_.stats ? "    (B/call)     (B/call)" : "");
     std::fflush(stdout);
   }
 
@@ -77,6 +83,7 @@ class Runner {
     buffers.fill();  // in-place results then drift, which timing does not mind
     for (int iteration = 0; iteration < options_.warmup; ++iteration) spec.run(comm_, call);
     double busy_seconds = 0;
+    const chorus::Traffic before = comm_.traffic();
     if (options_.sync) {
       for (int iteration = 0; iteration < options_.iters; ++iteration) {
         comm_.barrier();
@@ -88,6 +95,7 @@ class Runner {
         for (int iteration = 0; iteration < options_.iters; ++iteration) spec.run(comm_, call);
       });
     }
+    const chorus::Traffic after = comm_.traffic();
     uint64_t wrong = 0;
     for (int iteration = 0; iteration < options_.check_iters; ++iteration) {
       buffers.fill();
@@ -104,8 +112,36 @@ class Runner {
     uint64_t wrong_all = 0;
     comm_.allreduce(&mean, &slowest, 1, chorus::ReduceOp::max);
     comm_.allreduce(&wrong, &wrong_all, 1, chorus::ReduceOp::sum);
-    if (comm_.rank() == 0) print_row(spec, shape, slowest, wrong_all);
+    const NetworkBytes network = options_.stats ? busiest_host(before, after) : NetworkBytes{};
+    if (comm_.rank() == 0) print_row(spec, shape, slowest, wrong_all, network);
     return wrong_all;
+  }
+
+  struct NetworkBytes {
+    uint64_t out = 0, in = 0;  // per timed call, the busiest host's
+  };
+
+  // Every rank's network bytes over the timed calls, summed per host.
+  NetworkBytes busiest_host(const chorus::Traffic& before, const chorus::Traffic& after) {
+    const auto ranks = static_cast<size_t>(comm_.size());
+    const uint64_t mine[3] = {static_cast<uint64_t>(comm_.host()),
+                              after.bytes_out_other_hosts - before.bytes_out_other_hosts,
+                              after.bytes_in_other_hosts - before.bytes_in_other_hosts};
+    std::vector<uint64_t> everyone(3 * ranks);
+    comm_.allgather(mine, everyone.data(), 3, chorus::DataType::uint64);
+    std::vector<NetworkBytes> hosts(ranks);  // hosts are numbered below the job's rank count
+    for (size_t r = 0; r < ranks; ++r) {
+      NetworkBytes& host = hosts[std::min<size_t>(everyone[3 * r], ranks - 1)];
+      host.out += everyone[3 * r + 1];
+      host.in += everyone[3 * r + 2];
+    }
+    NetworkBytes busiest;
+    const auto calls = static_cast<uint64_t>(std::max(options_.iters, 1));
+    for (const NetworkBytes& host : hosts) {
+      busiest.out = std::max(busiest.out, host.out / calls);
+      busiest.in = std::max(busiest.in, host.in / calls);
+    }
+    return busiest;
   }
 
   template <class Body>
@@ -122,20 +158,26 @@ class Runner {
     return std::max(shape.send_elems, shape.recv_elems) * chorus::datatype_size(options_.dtype);
   }
 
-  void print_row(const CollectiveBench& spec, const CallShape& shape, double seconds, uint64_t wrong) {
+  void print_row(const CollectiveBench& spec, const CallShape& shape, double seconds, uint64_t wrong,
+                 const NetworkBytes& network) {
     const size_t shown_bytes = moved_bytes(spec, shape);
     double algbw = seconds > 0 ? static_cast<double>(shown_bytes) / seconds / 1e9 : 0;
     double busbw = algbw * spec.bus_factor(comm_.size());
     std::string algorithm = comm_.selected_algorithm(spec.op, shown_bytes);
     std::string wrong_text = options_.check() ? std::to_string(wrong) : "N/A";
+    char stats[64] = "";
+    if (options_.stats) {
+      std::snprintf(stats, sizeof stats, options_.csv ? ",%llu,%llu" : " %12llu %12llu",
+                    static_cast<unsigned long long>(network.out), static_cast<unsigned long long>(network.in));
+    }
     if (options_.csv) {
-      std::printf("%s,%s,%zu,%zu,%s,%s,%d,%.2f,%.4f,%.4f,%s\n", std::string(chorus::to_string(spec.op)).c_str(),
+      std::printf("%s,%s,%zu,%zu,%s,%s,%d,%.2f,%.4f,%.4f,%s%s\n", std::string(chorus::to_string(spec.op)).c_str(),
                   algorithm.c_str(), shown_bytes, shape.count, std::string(chorus::to_string(options_.dtype)).c_str(),
                   spec.reduces ? std::string(chorus::to_string(options_.redop)).c_str() : "-", options_.root,
-                  seconds * 1e6, algbw, busbw, wrong_text.c_str());
+                  seconds * 1e6, algbw, busbw, wrong_text.c_str(), stats);
     } else {
-      std::printf("  %12zu %12zu %-20s %10.2f %9.3f %9.3f %8s\n", shown_bytes, shape.count, algorithm.c_str(),
-                  seconds * 1e6, algbw, busbw, wrong_text.c_str());
+      std::printf("  %12zu %12zu %-20s %10.2f %9.3f %9.3f %8s%s\n", shown_bytes, shape.count, algorithm.c_str(),
+                  seconds * 1e6, algbw, busbw, wrong_text.c_str(), stats);
     }
     std::fflush(stdout);
   }
@@ -172,7 +214,7 @@ int main(int argc, char** argv) {
     for (chorus::Collective op : options.ops) {
       const auto& spec = bench::bench_for(op);
       std::vector<std::string> algorithms = {options.algorithm};
-      if (options.algorithm == "all") algorithms = comm.algorithms(op);
+      if (options.algorithm == "all") algorithms = bench::algorithms_that_apply(comm, op);
       for (const auto& algorithm : algorithms) wrong += runner.sweep(spec, algorithm);
     }
     comm.finalize();

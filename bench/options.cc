@@ -105,7 +105,9 @@ Options (nccl-tests' short and long spellings are accepted too):
                         scatterv, allgatherv, alltoallv, scan, exscan, a
                         comma-separated list, or all (default allreduce)
   --algo NAME           an algorithm of the op (chorus_info lists them), auto
-                        (the selection table, default) or all (one table each)
+                        (the selection table, default) or all (one table each;
+                        hierarchical and multi_leader only where the ranks
+                        span hosts with several on some)
   -d, --dtype T         int8 uint8 int16 uint16 int32 uint32 int64 uint64
                         float16 bfloat16 float32 float64 (default float32)
   -o, --redop OP        sum, prod, min or max for reductions (default sum)
@@ -122,6 +124,11 @@ Options (nccl-tests' short and long spellings are accepted too):
   --sync                an untimed barrier before every timed call, each call
                         timed alone and the times summed (OSU's method, what
                         bench/compare-openmpi uses); default: one batch
+  --stats               two more columns: the payload bytes one timed call
+                        sent to other hosts' ranks (the network, with the
+                        hybrid transport), and received from them, summed
+                        over each host's ranks, the busiest host's
+                        (Communicator::traffic(); docs/transport-hybrid.md)
   --csv                 comma-separated output
   -h, --help            this text
 
@@ -216,6 +223,8 @@ Options parse_options(int argc, char** argv) {
       options.in_place = true;
     } else if (arg == "--root") {
       options.root = parse_int(spelled, value(), 0, 1 << 20);
+    } else if (arg == "--stats") {
+      options.stats = true;
     } else if (arg == "--csv") {
       options.csv = true;
     } else if (arg == "--sync") {

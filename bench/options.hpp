@@ -27,6 +27,7 @@ struct Options {
   bool in_place = false;
   int root = 0;
   bool csv = false;
+  bool stats = false;  // network bytes per call per host (--stats)
   bool sync = false;  // untimed barrier before every timed call, each call timed alone
   bool help = false;
   bool inject_error_for_test = false;  // hidden: corrupts one element to test --check

@@ -1,6 +1,8 @@
 // Element access and expected values for chorus-bench's verification.
 #include "bench.hpp"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 
@@ -185,6 +187,41 @@ double varied_gathered(const CallShape& shape, size_t index, DataType dtype) {
   size_t offset = 0;
   const int source = block_of(shape.recv_counts, shape.recv_displs, index, offset);
   return source < 0 ? kSentinel : as_stored(input_value(source, offset, ReduceOp::sum), dtype);
+}
+
+bool ranks_split_by_host(chorus::Communicator& comm) {
+  // reduce_scatter has no board: its automatic choice is hierarchical
+  // exactly where the ranks split by host.
+  return comm.selected_algorithm(Collective::reduce_scatter, 1 << 20) == "hierarchical";
+}
+
+namespace {
+// Ranks on the host with the fewest of the communicator's ranks.
+int smallest_host(chorus::Communicator& comm) {
+  const int mine = comm.host();
+  std::vector<int> hosts(static_cast<size_t>(comm.size()));
+  comm.allgather(&mine, hosts.data(), 1, DataType::int32);
+  std::vector<int> ranks_on(static_cast<size_t>(comm.size()) + 1, 0);
+  for (int host : hosts) ++ranks_on[static_cast<size_t>(std::clamp(host, 0, comm.size()))];
+  int smallest = comm.size();
+  for (int count : ranks_on) {
+    if (count > 0) smallest = std::min(smallest, count);
+  }
+  return smallest;
+}
+}  // namespace
+
+std::vector<std::string> algorithms_that_apply(chorus::Communicator& comm, Collective op) {
+  std::vector<std::string> names;
+  const bool split = ranks_split_by_host(comm);
+  // multi_leader with a host of one rank is the leader form (hierarchical).
+  const bool several_leaders = split && op == Collective::allreduce && smallest_host(comm) >= 2;
+  for (std::string& name : comm.algorithms(op)) {
+    if (name == "hierarchical" && !split) continue;
+    if (name == "multi_leader" && !several_leaders) continue;
+    names.push_back(std::move(name));
+  }
+  return names;
 }
 
 }  // namespace bench

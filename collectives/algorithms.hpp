@@ -36,6 +36,7 @@ void reduce_board(Context& ctx, const Args& args);
 void barrier_board(Context& ctx, const Args& args);
 // hierarchical.cc: from the host layout, for ranks on several hosts.
 void allreduce_hierarchical(Context& ctx, const Args& args);
+void allreduce_multi_leader(Context& ctx, const Args& args);
 void broadcast_hierarchical(Context& ctx, const Args& args);
 void reduce_hierarchical(Context& ctx, const Args& args);
 void barrier_hierarchical(Context& ctx, const Args& args);

@@ -187,6 +187,11 @@ std::vector<const Algorithm*> algorithms(Collective op);
 const Algorithm* find(Collective op, std::string_view name);
 // The built-in table (op, bytes of the whole payload, ranks) -> algorithm.
 const Algorithm& select(Collective op, size_t bytes, int ranks);
+// Ranks on several hosts, several on some: allreduces of at least this many
+// bytes take the multi-leader form of the hierarchical allreduce (every
+// local rank carries a slice across the network), smaller ones the leader
+// form; the same crossover as the flat table's tree to ring.
+constexpr size_t kMultiLeaderAllreduceFrom = 256 * 1024;
 // Human-readable table for chorus_info.
 std::string describe_selection_table();
 

@@ -10,6 +10,14 @@
 //              H ranks), broadcast from the leader inside each host.
 //              Network bytes per host: what the leaders' allreduce sends,
 //              2(H-1)/H x N with the ring; latency 2 log2(M) + that of H.
+//   allreduce, multi-leader form ("multi_leader", large S): with L the
+//              smallest host's rank count and the vector in L slices, a
+//              ring reduce-scatter inside each host leaves slice j summed
+//              over the host on its rank j; rank j of every host allreduces
+//              slice j across the hosts (L groups at once); a ring
+//              allgatherv inside each host. Network bytes per host: L x
+//              2(H-1)/H x S/L, the same as the leader form, but spread over
+//              L ranks (their cores, their reductions, their connections).
 //   broadcast: the root is its host's leader; broadcast among the leaders,
 //              then inside each host. Network bytes per host: N in, at most.
 //   reduce:    reduce inside each host to its leader (the root on its
@@ -99,11 +107,17 @@ size_t bytes_of(const Args& args) { return args.count * element_size(args.dtype)
 struct Bundles {
   std::vector<size_t> counts, displs;
   Bundles(const std::vector<std::vector<int>>& members, size_t count) {
+    for (const auto& host : members) counts.push_back(host.size() * count);
+    place();
+  }
+  explicit Bundles(std::vector<size_t> sizes) : counts(std::move(sizes)) { place(); }
+
+ private:
+  void place() {
     size_t offset = 0;
-    for (const auto& host : members) {
-      counts.push_back(host.size() * count);
+    for (size_t c : counts) {
       displs.push_back(offset);
-      offset += host.size() * count;
+      offset += c;
     }
   }
 };
@@ -212,6 +226,52 @@ void allreduce_hierarchical(Context& ctx, const Args& args) {
   }
   // 3. Inside the host, from its leader.
   broadcast_in_host(ctx, layout, args, kHostAgainStep);
+}
+
+void allreduce_multi_leader(Context& ctx, const Args& args) {
+  const HostGroups layout = layout_of(ctx, -1);
+  size_t slices = layout.members.front().size();
+  for (const auto& host : layout.members) slices = std::min(slices, host.size());
+  // One rank on some host: it alone would carry the whole vector across the
+  // network, which is the leader form.
+  if (slices < 2 || layout.members.size() < 2) return allreduce_hierarchical(ctx, args);
+  const size_t es = element_size(args.dtype);
+  auto* data = static_cast<uint8_t*>(args.recv);
+  copy_unless_same(data, args.send, bytes_of(args));
+  // Slice j (j < slices) is host rank j's; host ranks from `slices` on hold
+  // none but add and pass the others' along the host's ring.
+  std::vector<size_t> part_counts(layout.host_ranks.size(), 0);
+  for (size_t j = 0; j < slices; ++j) part_counts[j] = args.count / slices + (j < args.count % slices ? 1 : 0);
+  const Bundles parts(std::move(part_counts));
+  const auto mine = static_cast<size_t>(layout.host_index);
+  // 1. Inside the host: slice j summed over the host, on host rank j.
+  Context host = ctx.part(layout.host_ranks, layout.host_index, kHostStep);
+  reduce_scatter_bundles(host, data, parts, args.dtype, args.op);
+  // 2. Host rank j of every host: slice j summed over every host, the
+  //    `slices` groups at once, each over its own links.
+  if (mine < slices) {
+    std::vector<int> group;
+    int my_host = 0;
+    for (size_t h = 0; h < layout.members.size(); ++h) {
+      const int peer = layout.members[h][mine];
+      if (peer == ctx.rank()) my_host = static_cast<int>(h);
+      group.push_back(ctx.engine_rank(peer));
+    }
+    Context across = ctx.part(group, my_host, kLeadersStep);
+    Args part = args;
+    part.send = part.recv = data + parts.displs[mine] * es;
+    part.count = parts.counts[mine];
+    select(Collective::allreduce, part.count * es, static_cast<int>(group.size())).run(across, part);
+  }
+  // 3. Inside the host: every slice to every rank.
+  Context host_again = ctx.part(layout.host_ranks, layout.host_index, kHostAgainStep);
+  Args part = args;
+  part.send = data + parts.displs[mine] * es;
+  part.recv = data;
+  part.count = parts.counts[mine];
+  part.recv_counts = parts.counts;
+  part.recv_displs = parts.displs;
+  select(Collective::allgatherv, bytes_of(args), static_cast<int>(layout.host_ranks.size())).run(host_again, part);
 }
 
 void broadcast_hierarchical(Context& ctx, const Args& args) {

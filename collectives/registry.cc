@@ -10,12 +10,13 @@ namespace chorus::coll {
 
 namespace {
 
-const std::array<Algorithm, 34> kAlgorithms = {{
+const std::array<Algorithm, 35> kAlgorithms = {{
     {"ring", Collective::allreduce, allreduce_ring},
     {"tree", Collective::allreduce, allreduce_tree},
     {"recursive_doubling", Collective::allreduce, allreduce_recursive_doubling},
     {"board", Collective::allreduce, allreduce_board},
     {"hierarchical", Collective::allreduce, allreduce_hierarchical},
+    {"multi_leader", Collective::allreduce, allreduce_multi_leader},
     {"binomial", Collective::broadcast, broadcast_binomial},
     {"pipelined", Collective::broadcast, broadcast_pipelined},
     {"linear", Collective::broadcast, broadcast_linear},

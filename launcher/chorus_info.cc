@@ -210,8 +210,9 @@ void print_algorithms() {
               "  (first: where every rank of the communicator shares memory (shm), allreduce, broadcast,\n"
               "  reduce and barrier of up to CHORUS_BOARD_BYTES run on the board; where the ranks span hosts\n"
               "  and some host has several, allreduce, broadcast, reduce, barrier, allgather and\n"
-              "  reduce_scatter run hierarchical, which uses this table inside each host and among the hosts'\n"
-              "  leaders; docs/algorithms.md)\n%s",
+              "  reduce_scatter run hierarchical (allreduce from 256K: multi_leader, where every host has\n"
+              "  two ranks or more), which uses this table inside each host and among the hosts' leaders;\n"
+              "  docs/algorithms.md)\n%s",
               chorus::coll::describe_selection_table().c_str());
 }
 

@@ -159,6 +159,17 @@ chorus_status_t chorus_comm_local_rank(chorus_comm_t comm, int* local_rank);
 chorus_status_t chorus_comm_local_size(chorus_comm_t comm, int* local_size);
 chorus_status_t chorus_comm_transport_name(chorus_comm_t comm, char* name, size_t capacity, size_t* length);
 
+/* This rank's host, numbered 0.. by the lowest rank of the job on each, and
+ * the payload bytes this process sent and received since init over every
+ * communicator, split by where the peer is (as the C++ Communicator's host()
+ * and traffic(); docs/transport-hybrid.md, "Bytes"). */
+typedef struct chorus_traffic {
+  uint64_t bytes_out_this_host, bytes_in_this_host;
+  uint64_t bytes_out_other_hosts, bytes_in_other_hosts;
+} chorus_traffic_t;
+chorus_status_t chorus_comm_host(chorus_comm_t comm, int* host);
+chorus_status_t chorus_comm_traffic(chorus_comm_t comm, chorus_traffic_t* traffic);
+
 /* The version of the library this program runs with: "MAJOR.MINOR.PATCH"
  * (compare CHORUS_VERSION_STRING, the headers' version). Any pointer may be
  * NULL. Needs no communicator. */

@@ -234,6 +234,13 @@ struct StoreInitOptions {
   std::string progress;
 };
 
+// Communicator::traffic(): payload bytes to and from this host's ranks
+// (shared memory with the hybrid transport) and other hosts' (the network).
+struct Traffic {
+  uint64_t bytes_out_this_host = 0, bytes_in_this_host = 0;
+  uint64_t bytes_out_other_hosts = 0, bytes_in_other_hosts = 0;
+};
+
 class Communicator {
  public:
   // Joins the job described by the environment (see README: CHORUS_*,
@@ -259,6 +266,13 @@ class Communicator {
   int local_rank() const;  // rank among the processes on this host
   int local_size() const;
   std::string transport_name() const;  // e.g. "ofi:tcp;ofi_rxm", "ofi:shm"
+  // This rank's host, numbered 0.. by the lowest rank of the job on each
+  // (hostname, or CHORUS_HOST_ID: docs/transport-hybrid.md).
+  int host() const;
+  // Payload bytes this process sent and received since init, over every
+  // communicator of the job, split by where the peer is (docs/
+  // transport-hybrid.md, "Bytes"): headers and protocol messages not counted.
+  Traffic traffic() const;
 
   // Raw (untyped) collectives.
   void allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);

@@ -26,7 +26,8 @@ int capi_roundtrip(void) {
 }
 
 /* What the C++ API also gives: local rank and size, the transport's name
- * (with truncation reported), and the version, which matches the headers'. */
+ * (with truncation reported), the host and the traffic counts, and the
+ * version, which matches the headers'. */
 int capi_layout_transport_version(void) {
   chorus_comm_t comm = NULL;
   int local_rank = -1, local_size = -1, major = -1, minor = -1, patch = -1;
@@ -46,6 +47,20 @@ int capi_layout_transport_version(void) {
   snprintf(expected_version, sizeof expected_version, "%d.%d.%d", major, minor, patch);
   if (strcmp(chorus_version(NULL, NULL, NULL), expected_version) != 0) return 12;
   if (CHORUS_VERSION_NUMBER != major * 10000 + minor * 100 + patch) return 13;
+  {
+    /* One rank: host 0, and no payload to or from any peer. */
+    int host = -1;
+    chorus_traffic_t traffic;
+    memset(&traffic, 0xff, sizeof traffic);
+    if (chorus_comm_host(comm, &host) != CHORUS_SUCCESS || host != 0) return 15;
+    if (chorus_comm_traffic(comm, &traffic) != CHORUS_SUCCESS) return 16;
+    if (traffic.bytes_out_this_host != 0 || traffic.bytes_in_this_host != 0 || traffic.bytes_out_other_hosts != 0 ||
+        traffic.bytes_in_other_hosts != 0) {
+      return 17;
+    }
+    if (chorus_comm_traffic(comm, NULL) != CHORUS_ERR_INVALID_ARGUMENT) return 18;
+    if (chorus_comm_host(comm, NULL) != CHORUS_ERR_INVALID_ARGUMENT) return 19;
+  }
   if (chorus_finalize(&comm) != CHORUS_SUCCESS) return 14;
   return 0;
 }

@@ -113,9 +113,13 @@ struct Counts {
 };
 
 void run_matrix(chorus::Communicator& comm, Depth depth, bool count_only, Counts& counts) {
+  if (!bench::ranks_split_by_host(comm) && comm.rank() == 0 && !count_only) {
+    std::printf("chorus-matrix: the ranks are on one host, or one on each: the hierarchical algorithms are left "
+                "out (they would run only their flat parts)\n");
+  }
   for (int o = 0; o < chorus::kNumCollectives; ++o) {
     const CollectiveBench& spec = bench_for(static_cast<Collective>(o));
-    for (const std::string& algorithm : comm.algorithms(spec.op)) {
+    for (const std::string& algorithm : bench::algorithms_that_apply(comm, spec.op)) {
       if (!count_only) comm.set_algorithm(spec.op, algorithm);
       for (const Sweep& sweep : sweeps(depth, spec, comm.size())) {
         for (DataType dtype : sweep.dtypes) {

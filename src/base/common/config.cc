@@ -210,6 +210,7 @@ Settings Settings::from_env() {
   s.transport = env_choice("CHORUS_TRANSPORT", s.transport, {"auto", "shm", "tcp", "ofi", "verbs", "inproc"});
   s.bootstrap = env_choice("CHORUS_BOOTSTRAP", s.bootstrap, {"auto", "pmix", "store"});
   s.local_transport = env_choice("CHORUS_LOCAL_TRANSPORT", s.local_transport, {"auto", "shm", "network"});
+  s.hierarchical = env_choice("CHORUS_HIERARCHICAL", s.hierarchical, {"auto", "off"});
   if (auto iface = get("CHORUS_TCP_IFACE")) s.tcp.iface = *iface;
   s.tcp.streams = static_cast<int>(env_int("CHORUS_TCP_STREAMS", s.tcp.streams, 1, 16));
   s.tcp.socket_buffer = env_bytes("CHORUS_TCP_SOCKET_BUFFER", s.tcp.socket_buffer, 0, 1ull << 30);

@@ -133,6 +133,10 @@ inline constexpr VariableDoc kVariables[] = {
      "(the native shared-memory transport, the other hosts' ranks over the network transport), network (every "
      "rank over the network transport, as CHORUS_TRANSPORT alone did before) or auto (shm when CHORUS_TRANSPORT "
      "is auto, CHORUS_OFI_PROVIDER is unset and the kernel allows cross-memory attach; else network)"},
+    {"CHORUS_HIERARCHICAL", "auto",
+     "node-aware collectives (docs/algorithms.md): auto (where a communicator's ranks span hosts and some host "
+     "has several, allreduce, broadcast, reduce, barrier, allgather and reduce_scatter run hierarchical, large "
+     "allreduces multi_leader) or off (the flat selection table everywhere, for comparison)"},
     {"CHORUS_HOST_ID", "unset",
      "which host this rank is on (unset: the hostname), for the host layout (shm between ranks of one host, node-aware collectives); "
      "ranks with the same value share shared memory, so it must differ between real hosts (tests and containers "
@@ -272,6 +276,7 @@ struct Settings {
   std::string progress{default_text(kVariables, "CHORUS_PROGRESS")};    // thread or caller
   std::string transport{default_text(kVariables, "CHORUS_TRANSPORT")};
   std::string local_transport{default_text(kVariables, "CHORUS_LOCAL_TRANSPORT")};  // auto, shm or network
+  std::string hierarchical{default_text(kVariables, "CHORUS_HIERARCHICAL")};  // auto or off
   std::string bootstrap{default_text(kVariables, "CHORUS_BOOTSTRAP")};   // pmix, store or auto
   std::string ofi_provider;                                                // CHORUS_OFI_PROVIDER ("" = auto)
   // Test hook CHORUS_TEST_OFI_STALL="RANK:N": on RANK, the N-th libfabric

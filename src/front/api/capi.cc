@@ -291,6 +291,22 @@ chorus_status_t chorus_comm_transport_name(chorus_comm_t comm, char* name, size_
   });
 }
 
+chorus_status_t chorus_comm_host(chorus_comm_t comm, int* host) {
+  return guard([&] {
+    if (host == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_comm_host: null output pointer");
+    *host = impl_of(comm).host();
+  });
+}
+
+chorus_status_t chorus_comm_traffic(chorus_comm_t comm, chorus_traffic_t* traffic) {
+  return guard([&] {
+    if (traffic == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_comm_traffic: null output pointer");
+    const chorus::Traffic counted = impl_of(comm).traffic();
+    *traffic = {counted.bytes_out_this_host, counted.bytes_in_this_host, counted.bytes_out_other_hosts,
+                counted.bytes_in_other_hosts};
+  });
+}
+
 const char* chorus_version(int* major, int* minor, int* patch) {
   if (major != nullptr) *major = CHORUS_VERSION_MAJOR;
   if (minor != nullptr) *minor = CHORUS_VERSION_MINOR;

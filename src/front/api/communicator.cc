@@ -184,7 +184,8 @@ void CommunicatorImpl::set_members(std::vector<int> engine_ranks, int rank) {
   ledger_id_ = (static_cast<uint64_t>(context_id_) << 32) | static_cast<uint32_t>(members ^ (members >> 32));
   rank_of_engine_rank_.assign(static_cast<size_t>(session_->job.size), -1);
   for (size_t r = 0; r < engine_ranks_.size(); ++r) rank_of_engine_rank_[static_cast<size_t>(engine_ranks_[r])] = static_cast<int>(r);
-  spans_shared_hosts_ = spans_shared_hosts(session_->host_of_engine_rank, engine_ranks_);
+  spans_shared_hosts_ =
+      session_->settings.hierarchical != "off" && spans_shared_hosts(session_->host_of_engine_rank, engine_ranks_);
 }
 
 int CommunicatorImpl::engine_rank_of(int peer, const char* what) const {
@@ -208,6 +209,20 @@ CommunicatorImpl::~CommunicatorImpl() {
 
 std::string CommunicatorImpl::transport_name() const {
   return session_->transport ? session_->transport->name() : "none";
+}
+
+int CommunicatorImpl::host() const {
+  const auto& hosts = session_->host_of_engine_rank;
+  const auto me = static_cast<size_t>(session_->job.rank);
+  return me < hosts.size() ? hosts[me] : 0;
+}
+
+Traffic CommunicatorImpl::traffic() const {
+  std::lock_guard lock(session_->mutex);
+  if (!session_->engine) return {};
+  const p2p::Counters& counted = session_->engine->counters();
+  return {counted.bytes_out_this_host, counted.bytes_in_this_host, counted.bytes_out_other_hosts,
+          counted.bytes_in_other_hosts};
 }
 
 void CommunicatorImpl::report_unusable() const {
@@ -549,6 +564,8 @@ int Communicator::size() const { return impl().size(); }
 int Communicator::local_rank() const { return impl().local_rank(); }
 int Communicator::local_size() const { return impl().local_size(); }
 std::string Communicator::transport_name() const { return impl().transport_name(); }
+int Communicator::host() const { return impl().host(); }
+Traffic Communicator::traffic() const { return impl().traffic(); }
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
   impl().run(Collective::allreduce, {send, recv, count, dtype, op, 0});

@@ -222,6 +222,12 @@ const coll::Algorithm& CommunicatorImpl::choose_from_table(Collective op, size_t
       }
       return table;
     }();
+    // Large allreduces: every local rank carries a slice across the network
+    // (the leader form funnels the whole vector through one rank per host).
+    static const coll::Algorithm* multi_leader = coll::find(Collective::allreduce, "multi_leader");
+    if (op == Collective::allreduce && bytes >= coll::kMultiLeaderAllreduceFrom && multi_leader != nullptr) {
+      return *multi_leader;
+    }
     if (const coll::Algorithm* algorithm = hierarchical[static_cast<size_t>(op)]) return *algorithm;
   }
   return coll::select(op, bytes, size());

@@ -235,6 +235,8 @@ class CommunicatorImpl {
   int local_rank() const { return session_->job.local_rank; }
   int local_size() const { return session_->job.local_size; }
   std::string transport_name() const;
+  int host() const;
+  Traffic traffic() const;
   uint32_t context_id() const { return context_id_; }
   bool is_world() const { return context_id_ == 0; }
 
@@ -391,8 +393,9 @@ class CommunicatorImpl {
   int rank_ = 0;
   std::vector<int> engine_ranks_;          // communicator rank -> engine rank
   std::vector<int> rank_of_engine_rank_;   // engine rank -> communicator rank, -1 if not a member
-  // Its ranks span hosts and some host has several: the table picks the
-  // hierarchical algorithms where there are (docs/algorithms.md).
+  // Its ranks span hosts and some host has several (and CHORUS_HIERARCHICAL
+  // is not off): the table picks the hierarchical algorithms where there
+  // are (docs/algorithms.md).
   bool spans_shared_hosts_ = false;
   coll::Scratch scratch_;
   std::vector<std::shared_ptr<coll::Scratch>> spare_scratch_;  // for non-blocking calls, reused
