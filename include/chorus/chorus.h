@@ -211,6 +211,29 @@ chorus_status_t chorus_ireduce_scatter(chorus_comm_t comm, const void* sendbuf, 
                                        chorus_datatype_t dtype, chorus_op_t op, chorus_request_t* request);
 chorus_status_t chorus_ialltoall(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                  chorus_datatype_t dtype, chorus_request_t* request);
+/* The rooted, v- and prefix collectives, as chorus_gather .. chorus_exscan
+ * (CHORUS_IN_PLACE too); the count and displacement arrays, like the
+ * buffers, must stay untouched until the request completes. */
+chorus_status_t chorus_igather(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                               chorus_datatype_t dtype, int root, chorus_request_t* request);
+chorus_status_t chorus_igatherv(chorus_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                                const size_t* recvcounts, const size_t* displs, chorus_datatype_t dtype, int root,
+                                chorus_request_t* request);
+chorus_status_t chorus_iscatter(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                chorus_datatype_t dtype, int root, chorus_request_t* request);
+chorus_status_t chorus_iscatterv(chorus_comm_t comm, const void* sendbuf, const size_t* sendcounts,
+                                 const size_t* displs, void* recvbuf, size_t recvcount, chorus_datatype_t dtype,
+                                 int root, chorus_request_t* request);
+chorus_status_t chorus_iallgatherv(chorus_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                                   const size_t* recvcounts, const size_t* displs, chorus_datatype_t dtype,
+                                   chorus_request_t* request);
+chorus_status_t chorus_ialltoallv(chorus_comm_t comm, const void* sendbuf, const size_t* sendcounts,
+                                  const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                                  const size_t* rdispls, chorus_datatype_t dtype, chorus_request_t* request);
+chorus_status_t chorus_iscan(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                             chorus_datatype_t dtype, chorus_op_t op, chorus_request_t* request);
+chorus_status_t chorus_iexscan(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                               chorus_datatype_t dtype, chorus_op_t op, chorus_request_t* request);
 /* Point-to-point: tag in [0, 2^31); chorus_irecv's peer may be
  * CHORUS_ANY_SOURCE and its tag CHORUS_ANY_TAG. */
 chorus_status_t chorus_isend(chorus_comm_t comm, const void* buf, size_t bytes, int peer, int tag,

@@ -328,6 +328,25 @@ class Communicator {
   [[nodiscard]] Request iallgather(const void* send, void* recv, size_t count, DataType dtype);
   [[nodiscard]] Request ireduce_scatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
   [[nodiscard]] Request ialltoall(const void* send, void* recv, size_t count, DataType dtype);
+  // The rooted, v- and prefix collectives, as gather .. exscan below. The
+  // count and displacement arrays, like the buffers, must stay untouched
+  // until the request completes.
+  [[nodiscard]] Request igather(const void* send, void* recv, size_t count, DataType dtype, int root);
+  [[nodiscard]] Request igatherv(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
+                                 std::span<const size_t> recv_displs, DataType dtype, int root);
+  [[nodiscard]] Request iscatter(const void* send, void* recv, size_t count, DataType dtype, int root);
+  [[nodiscard]] Request iscatterv(const void* send, std::span<const size_t> send_counts,
+                                  std::span<const size_t> send_displs, void* recv, size_t recv_count, DataType dtype,
+                                  int root);
+  [[nodiscard]] Request iallgatherv(const void* send, size_t send_count, void* recv,
+                                    std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
+                                    DataType dtype);
+  [[nodiscard]] Request ialltoallv(const void* send, std::span<const size_t> send_counts,
+                                   std::span<const size_t> send_displs, void* recv,
+                                   std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
+                                   DataType dtype);
+  [[nodiscard]] Request iscan(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+  [[nodiscard]] Request iexscan(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
   template <class T>
   [[nodiscard]] Request iallreduce(std::span<T> inout, ReduceOp op) {
     return iallreduce(inout.data(), inout.data(), inout.size(), datatype_of<T>(), op);

@@ -91,6 +91,30 @@ int capi_nonblocking_single_rank(void) {
       requests[1] != NULL) {
     return 12;
   }
+  {
+    /* The rooted, v- and prefix forms on one rank: each copies its block. */
+    size_t one_count[1] = {4}, one_displ[1] = {0};
+    chorus_request_t r = NULL;
+    int kind;
+    for (kind = 0; kind < 8; ++kind) {
+      chorus_status_t status = CHORUS_SUCCESS;
+      memset(out, 0, sizeof out);
+      switch (kind) {
+        case 0: status = chorus_igather(comm, data, out, 4, CHORUS_FLOAT32, 0, &r); break;
+        case 1: status = chorus_igatherv(comm, data, 4, out, one_count, one_displ, CHORUS_FLOAT32, 0, &r); break;
+        case 2: status = chorus_iscatter(comm, data, out, 4, CHORUS_FLOAT32, 0, &r); break;
+        case 3: status = chorus_iscatterv(comm, data, one_count, one_displ, out, 4, CHORUS_FLOAT32, 0, &r); break;
+        case 4: status = chorus_iallgatherv(comm, data, 4, out, one_count, NULL, CHORUS_FLOAT32, &r); break;
+        case 5: status = chorus_ialltoallv(comm, data, one_count, one_displ, out, one_count, one_displ, CHORUS_FLOAT32, &r); break;
+        case 6: status = chorus_iscan(comm, data, out, 4, CHORUS_FLOAT32, CHORUS_SUM, &r); break;
+        default: status = chorus_iexscan(comm, data, out, 4, CHORUS_FLOAT32, CHORUS_SUM, &r); break;
+      }
+      if (status != CHORUS_SUCCESS || chorus_wait(&r, NULL) != CHORUS_SUCCESS || r != NULL) return 20 + kind;
+      /* exscan leaves rank 0's receive buffer as it was (zeros). */
+      if (kind != 7 && memcmp(data, out, sizeof data) != 0) return 30 + kind;
+    }
+    if (chorus_igather(comm, data, out, 4, CHORUS_FLOAT32, 1, &r) != CHORUS_ERR_INVALID_ARGUMENT || r != NULL) return 40;
+  }
   if (chorus_finalize(&comm) != CHORUS_SUCCESS) return 13;
   return 0;
 }

@@ -5,7 +5,8 @@
 // limit and rendezvous chunking, in and out of place, four dtypes, on the
 // world communicator and a dup of it at once, with blocking collectives
 // interleaved; then waits for them in reverse order, in a random order that
-// differs per rank, or with wait_any/test_any, and verifies every element.
+// differs per rank, or with wait_any/test_any, and verifies every element;
+// then 32 rooted, v- and prefix ones (igather .. iexscan, 4 sizes) at once.
 // Then: operations complete with no chorus call while the application only
 // computes (with CHORUS_PROGRESS=thread), and a destroyed unfinished request
 // still completes. Prints every failed check and
@@ -298,6 +299,169 @@ void round_of_operations(Communicator& world, Communicator& dup, int round, cons
   }
 }
 
+// The rooted, v- and prefix collectives (igather .. iexscan): every kind
+// at several sizes, on both communicators, outstanding together with a
+// broadcast and waited for in reverse; every element checked. Rank r's
+// v-block holds count + r elements (rank r and j exchange count + r + 2j
+// in ialltoallv), with one element of gap between blocks.
+struct BlockPosted : Posted {
+  std::vector<size_t> counts, displs, send_counts, send_displs;
+};
+
+// Counts per rank and gapped displacements (one element between blocks).
+void gapped(const std::vector<size_t>& counts, std::vector<size_t>& displs) {
+  displs.resize(counts.size());
+  size_t at = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    displs[r] = at;
+    at += counts[r] + 1;
+  }
+}
+
+template <class T>
+std::unique_ptr<BlockPosted> post_block(Communicator& comm, int kind, size_t count, int seed) {
+  const int rank = comm.rank(), size = comm.size();
+  const auto n = static_cast<size_t>(size), me = static_cast<size_t>(rank);
+  const int root = seed % size;
+  auto op = std::make_unique<BlockPosted>();
+  auto block_of = [count](size_t r) { return count + r; };
+  auto sum_upto = [seed](int last, size_t i) {  // ranks 0..last
+    double total = 0;
+    for (int q = 0; q <= last; ++q) total += value(q, i, seed);
+    return total;
+  };
+  const std::string size_text = " " + std::to_string(count) + " root " + std::to_string(root);
+  switch (kind) {
+    case 0: {  // igather: block r of the root's recv is rank r's data
+      op->name = "igather" + size_text;
+      fill<T>(op->send, count, rank, seed);
+      op->recv.assign(std::max<size_t>(1, count * n) * sizeof(T), 0);
+      op->request = comm.igather(op->send.data(), op->recv.data(), count, dtype_of<T>(), root);
+      op->verify = [count, n, rank, root, seed](Posted& p) {
+        if (rank != root) return;
+        expect<T>(p, as<T>(p.recv), count * n,
+                  [&](size_t i) { return static_cast<double>(value(static_cast<int>(i / count), i % count, seed)); });
+      };
+      break;
+    }
+    case 1:    // igatherv
+    case 4: {  // iallgatherv: rank r's block_of(r) elements at displs[r]
+      const bool all = kind == 4;
+      op->name = std::string(all ? "iallgatherv" : "igatherv") + size_text;
+      for (size_t r = 0; r < n; ++r) op->counts.push_back(block_of(r));
+      gapped(op->counts, op->displs);
+      fill<T>(op->send, block_of(me), rank, seed);
+      op->recv.assign((op->displs.back() + op->counts.back() + 1) * sizeof(T), 0);
+      op->request = all ? comm.iallgatherv(op->send.data(), block_of(me), op->recv.data(), op->counts, op->displs,
+                                           dtype_of<T>())
+                        : comm.igatherv(op->send.data(), block_of(me), op->recv.data(), op->counts, op->displs,
+                                        dtype_of<T>(), root);
+      op->verify = [all, rank, root, seed, n](Posted& posted) {
+        auto& p = static_cast<BlockPosted&>(posted);
+        if (!all && rank != root) return;
+        for (size_t r = 0; r < n; ++r) {
+          expect<T>(p, as<T>(p.recv) + p.displs[r], p.counts[r],
+                    [&](size_t i) { return static_cast<double>(value(static_cast<int>(r), i, seed)); });
+        }
+      };
+      break;
+    }
+    case 2: {  // iscatter: rank r gets block r of the root's send
+      op->name = "iscatter" + size_text;
+      op->send.assign(std::max<size_t>(1, count * n) * sizeof(T), 0);
+      if (rank == root) {
+        for (size_t i = 0; i < count * n; ++i) as<T>(op->send)[i] = static_cast<T>(value(static_cast<int>(i / count), i % count, seed));
+      }
+      op->recv.assign(std::max<size_t>(1, count) * sizeof(T), 0);
+      op->request = comm.iscatter(op->send.data(), op->recv.data(), count, dtype_of<T>(), root);
+      op->verify = [count, rank, seed](Posted& p) {
+        expect<T>(p, as<T>(p.recv), count, [&](size_t i) { return static_cast<double>(value(rank, i, seed)); });
+      };
+      break;
+    }
+    case 3: {  // iscatterv: rank r gets block_of(r) elements from displs[r]
+      op->name = "iscatterv" + size_text;
+      for (size_t r = 0; r < n; ++r) op->send_counts.push_back(block_of(r));
+      gapped(op->send_counts, op->send_displs);
+      op->send.assign((op->send_displs.back() + op->send_counts.back() + 1) * sizeof(T), 0);
+      if (rank == root) {
+        for (size_t r = 0; r < n; ++r) {
+          for (size_t i = 0; i < op->send_counts[r]; ++i) {
+            as<T>(op->send)[op->send_displs[r] + i] = static_cast<T>(value(static_cast<int>(r), i, seed));
+          }
+        }
+      }
+      op->recv.assign(std::max<size_t>(1, block_of(me)) * sizeof(T), 0);
+      op->request = comm.iscatterv(op->send.data(), op->send_counts, op->send_displs, op->recv.data(), block_of(me),
+                                   dtype_of<T>(), root);
+      op->verify = [rank, seed, me, block_of](Posted& p) {
+        expect<T>(p, as<T>(p.recv), block_of(me), [&](size_t i) { return static_cast<double>(value(rank, i, seed)); });
+      };
+      break;
+    }
+    case 5: {  // ialltoallv: rank i sends count + i + 2j elements to rank j, value(i, j * 1000 + k)
+      op->name = "ialltoallv" + size_text;
+      for (size_t j = 0; j < n; ++j) op->send_counts.push_back(count + me + 2 * j);
+      for (size_t i = 0; i < n; ++i) op->counts.push_back(count + i + 2 * me);
+      gapped(op->send_counts, op->send_displs);
+      gapped(op->counts, op->displs);
+      op->send.assign((op->send_displs.back() + op->send_counts.back() + 1) * sizeof(T), 0);
+      for (size_t j = 0; j < n; ++j) {
+        for (size_t k = 0; k < op->send_counts[j]; ++k) {
+          as<T>(op->send)[op->send_displs[j] + k] = static_cast<T>(value(rank, j * 1000 + k, seed));
+        }
+      }
+      op->recv.assign((op->displs.back() + op->counts.back() + 1) * sizeof(T), 0);
+      op->request = comm.ialltoallv(op->send.data(), op->send_counts, op->send_displs, op->recv.data(), op->counts,
+                                    op->displs, dtype_of<T>());
+      op->verify = [me, seed, n](Posted& posted) {
+        auto& p = static_cast<BlockPosted&>(posted);
+        for (size_t i = 0; i < n; ++i) {
+          expect<T>(p, as<T>(p.recv) + p.displs[i], p.counts[i],
+                    [&](size_t k) { return static_cast<double>(value(static_cast<int>(i), me * 1000 + k, seed)); });
+        }
+      };
+      break;
+    }
+    case 6:    // iscan
+    default: {  // iexscan (rank 0's result is undefined: not checked)
+      const bool exclusive = kind != 6;
+      op->name = std::string(exclusive ? "iexscan " : "iscan ") + std::to_string(count);
+      fill<T>(op->send, count, rank, seed);
+      op->recv.assign(op->send.size(), 0);
+      op->request = exclusive ? comm.iexscan(op->send.data(), op->recv.data(), count, dtype_of<T>(), ReduceOp::sum)
+                              : comm.iscan(op->send.data(), op->recv.data(), count, dtype_of<T>(), ReduceOp::sum);
+      op->verify = [count, rank, exclusive, sum_upto](Posted& p) {
+        if (exclusive && rank == 0) return;
+        expect<T>(p, as<T>(p.recv), count, [&](size_t i) { return sum_upto(exclusive ? rank - 1 : rank, i); });
+      };
+      break;
+    }
+  }
+  return op;
+}
+
+void block_round(Communicator& world, Communicator& dup, int round) {
+  std::vector<std::unique_ptr<Posted>> posted;
+  int k = 0;
+  for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{70000}}) {
+    for (int kind = 0; kind < 8; ++kind, ++k) {
+      Communicator& comm = k % 3 == 2 ? dup : world;
+      const int seed = round * 100 + k;
+      switch (k % 3) {
+        case 0: posted.push_back(post_block<float>(comm, kind, count, seed)); break;
+        case 1: posted.push_back(post_block<int32_t>(comm, kind, count, seed)); break;
+        default: posted.push_back(post_block<double>(comm, kind, count, seed)); break;
+      }
+    }
+    posted.push_back(post_collective<float>(world, 2, count, round * 100 + k, false));  // an ibroadcast among them
+  }
+  for (auto it = posted.rbegin(); it != posted.rend(); ++it) {
+    (*it)->request.wait();
+    (*it)->verify(**it);
+  }
+}
+
 // With a progress thread, operations finish while the application computes
 // and makes no chorus call: after a pause, one test() finds them done.
 void progress_without_calls(Communicator& world) {
@@ -391,6 +555,7 @@ int main(int argc, char** argv) {
     int round = 0;
     for (int r = 0; r < rounds; ++r) {
       for (const char* order : {"reverse", "random", "any"}) round_of_operations(world, dup, round++, order);
+      block_round(world, dup, round++);
     }
     if (thread_check) progress_without_calls(world);
     std::vector<int64_t> detached(50000, 1);

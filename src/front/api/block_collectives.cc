@@ -139,39 +139,60 @@ BlockArgs::BlockArgs(const coll::Args& args) : args_(args) {
 void Communicator::gather(const void* send, void* recv, size_t count, DataType dtype, int root) {
   impl().run(Collective::gather, {send, recv, count, dtype, ReduceOp::sum, root});
 }
-void Communicator::gatherv(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
-                           std::span<const size_t> recv_displs, DataType dtype, int root) {
+coll::Args gatherv_args(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
+                        std::span<const size_t> recv_displs, DataType dtype, int root) {
   coll::Args args{send, recv, send_count, dtype, ReduceOp::sum, root};
   args.recv_counts = recv_counts;
   args.recv_displs = recv_displs;
-  impl().run(Collective::gatherv, BlockArgs(args).args());
+  return args;
+}
+coll::Args scatterv_args(const void* send, std::span<const size_t> send_counts, std::span<const size_t> send_displs,
+                         void* recv, size_t recv_count, DataType dtype, int root) {
+  coll::Args args{send, recv, recv_count, dtype, ReduceOp::sum, root};
+  args.send_counts = send_counts;
+  args.send_displs = send_displs;
+  return args;
+}
+coll::Args allgatherv_args(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
+                           std::span<const size_t> recv_displs, DataType dtype) {
+  coll::Args args{send, recv, send_count, dtype, ReduceOp::sum, 0};
+  args.recv_counts = recv_counts;
+  args.recv_displs = recv_displs;
+  return args;
+}
+coll::Args alltoallv_args(const void* send, std::span<const size_t> send_counts, std::span<const size_t> send_displs,
+                          void* recv, std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
+                          DataType dtype) {
+  coll::Args args{send, recv, 0, dtype, ReduceOp::sum, 0};
+  args.send_counts = send_counts;
+  args.send_displs = send_displs;
+  args.recv_counts = recv_counts;
+  args.recv_displs = recv_displs;
+  return args;
+}
+
+void Communicator::gatherv(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
+                           std::span<const size_t> recv_displs, DataType dtype, int root) {
+  impl().run(Collective::gatherv, BlockArgs(gatherv_args(send, send_count, recv, recv_counts, recv_displs, dtype, root)).args());
 }
 void Communicator::scatter(const void* send, void* recv, size_t count, DataType dtype, int root) {
   impl().run(Collective::scatter, {send, recv, count, dtype, ReduceOp::sum, root});
 }
 void Communicator::scatterv(const void* send, std::span<const size_t> send_counts, std::span<const size_t> send_displs,
                             void* recv, size_t recv_count, DataType dtype, int root) {
-  coll::Args args{send, recv, recv_count, dtype, ReduceOp::sum, root};
-  args.send_counts = send_counts;
-  args.send_displs = send_displs;
-  impl().run(Collective::scatterv, BlockArgs(args).args());
+  impl().run(Collective::scatterv,
+             BlockArgs(scatterv_args(send, send_counts, send_displs, recv, recv_count, dtype, root)).args());
 }
 void Communicator::allgatherv(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
                               std::span<const size_t> recv_displs, DataType dtype) {
-  coll::Args args{send, recv, send_count, dtype, ReduceOp::sum, 0};
-  args.recv_counts = recv_counts;
-  args.recv_displs = recv_displs;
-  impl().run(Collective::allgatherv, BlockArgs(args).args());
+  impl().run(Collective::allgatherv,
+             BlockArgs(allgatherv_args(send, send_count, recv, recv_counts, recv_displs, dtype)).args());
 }
 void Communicator::alltoallv(const void* send, std::span<const size_t> send_counts,
                              std::span<const size_t> send_displs, void* recv, std::span<const size_t> recv_counts,
                              std::span<const size_t> recv_displs, DataType dtype) {
-  coll::Args args{send, recv, 0, dtype, ReduceOp::sum, 0};
-  args.send_counts = send_counts;
-  args.send_displs = send_displs;
-  args.recv_counts = recv_counts;
-  args.recv_displs = recv_displs;
-  impl().run(Collective::alltoallv, BlockArgs(args).args());
+  impl().run(Collective::alltoallv,
+             BlockArgs(alltoallv_args(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype)).args());
 }
 void Communicator::scan(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
   impl().run(Collective::scan, {send, recv, count, dtype, op, 0});

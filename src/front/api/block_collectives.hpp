@@ -47,6 +47,18 @@ void validate_block_collective(Collective op, const coll::Args& args, int rank, 
 // A v-variant's arguments with omitted displacements (empty spans) filled
 // in as packed blocks (displs[r] = counts[0] + ... + counts[r-1]); owns
 // the arrays it fills, so it must outlive the call.
+// The arguments of the v-collectives as the blocking and non-blocking
+// calls of the C++ API pass them on (counts and displacements are elements).
+coll::Args gatherv_args(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
+                        std::span<const size_t> recv_displs, DataType dtype, int root);
+coll::Args scatterv_args(const void* send, std::span<const size_t> send_counts, std::span<const size_t> send_displs,
+                         void* recv, size_t recv_count, DataType dtype, int root);
+coll::Args allgatherv_args(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
+                           std::span<const size_t> recv_displs, DataType dtype);
+coll::Args alltoallv_args(const void* send, std::span<const size_t> send_counts, std::span<const size_t> send_displs,
+                          void* recv, std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
+                          DataType dtype);
+
 class BlockArgs {
  public:
   explicit BlockArgs(const coll::Args& args);

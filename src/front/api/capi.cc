@@ -14,7 +14,7 @@ using namespace chorus::capi;
 
 namespace {
 
-// gather .. exscan: per-rank arrays and CHORUS_IN_PLACE.
+// gather .. alltoallv: per-rank arrays and CHORUS_IN_PLACE.
 
 // CHORUS_IN_PLACE in a rooted collective: only the root has its own block
 // in the other buffer.
@@ -53,6 +53,63 @@ size_t own_displacement(chorus::CommunicatorImpl& comm, const size_t* counts, co
 }
 
 }  // namespace
+
+namespace chorus::capi {
+
+chorus::coll::Args gather_call(chorus::CommunicatorImpl& impl, const char* function, const void* sendbuf,
+                               void* recvbuf, size_t count, chorus_datatype_t dtype, int root) {
+  const void* send = in_place_at_root(impl, sendbuf, root, function, chorus::Collective::gather)
+                         ? element_at(recvbuf, static_cast<size_t>(root) * count, dtype)
+                         : sendbuf;
+  return {send, recvbuf, count, to_dtype(dtype), chorus::ReduceOp::sum, root};
+}
+
+chorus::coll::Args gatherv_call(chorus::CommunicatorImpl& impl, const char* function, const void* sendbuf,
+                                size_t sendcount, void* recvbuf, const size_t* recvcounts, const size_t* displs,
+                                chorus_datatype_t dtype, int root) {
+  const void* send = in_place_at_root(impl, sendbuf, root, function, chorus::Collective::gatherv)
+                         ? element_at(recvbuf, own_displacement(impl, recvcounts, displs), dtype)
+                         : sendbuf;
+  return chorus::gatherv_args(send, sendcount, recvbuf, per_rank(impl, recvcounts), per_rank(impl, displs),
+                              to_dtype(dtype), root);
+}
+
+chorus::coll::Args scatter_call(chorus::CommunicatorImpl& impl, const char* function, const void* sendbuf,
+                                void* recvbuf, size_t count, chorus_datatype_t dtype, int root) {
+  void* recv = in_place_at_root(impl, recvbuf, root, function, chorus::Collective::scatter)
+                   ? const_cast<uint8_t*>(element_at(sendbuf, static_cast<size_t>(root) * count, dtype))
+                   : recvbuf;
+  return {sendbuf, recv, count, to_dtype(dtype), chorus::ReduceOp::sum, root};
+}
+
+chorus::coll::Args scatterv_call(chorus::CommunicatorImpl& impl, const char* function, const void* sendbuf,
+                                 const size_t* sendcounts, const size_t* displs, void* recvbuf, size_t recvcount,
+                                 chorus_datatype_t dtype, int root) {
+  void* recv = in_place_at_root(impl, recvbuf, root, function, chorus::Collective::scatterv)
+                   ? const_cast<uint8_t*>(element_at(sendbuf, own_displacement(impl, sendcounts, displs), dtype))
+                   : recvbuf;
+  return chorus::scatterv_args(sendbuf, per_rank(impl, sendcounts), per_rank(impl, displs), recv, recvcount,
+                               to_dtype(dtype), root);
+}
+
+chorus::coll::Args allgatherv_call(chorus::CommunicatorImpl& impl, const void* sendbuf, size_t sendcount,
+                                   void* recvbuf, const size_t* recvcounts, const size_t* displs,
+                                   chorus_datatype_t dtype) {
+  const void* send =
+      in_place(sendbuf) ? element_at(recvbuf, own_displacement(impl, recvcounts, displs), dtype) : sendbuf;
+  return chorus::allgatherv_args(send, sendcount, recvbuf, per_rank(impl, recvcounts), per_rank(impl, displs),
+                                 to_dtype(dtype));
+}
+
+chorus::coll::Args alltoallv_call(chorus::CommunicatorImpl& impl, const void* sendbuf, const size_t* sendcounts,
+                                  const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                                  const size_t* rdispls, chorus_datatype_t dtype) {
+  return chorus::alltoallv_args(in_place(sendbuf) ? recvbuf : sendbuf, per_rank(impl, sendcounts),
+                                per_rank(impl, sdispls), recvbuf, per_rank(impl, recvcounts), per_rank(impl, rdispls),
+                                to_dtype(dtype));
+}
+
+}  // namespace chorus::capi
 
 extern "C" {
 
@@ -164,10 +221,7 @@ chorus_status_t chorus_gather(chorus_comm_t comm, const void* sendbuf, void* rec
                               chorus_datatype_t dtype, int root) {
   return guard([&] {
     auto& impl = impl_of(comm);
-    const void* send = in_place_at_root(impl, sendbuf, root, "chorus_gather", chorus::Collective::gather)
-                           ? element_at(recvbuf, static_cast<size_t>(root) * count, dtype)
-                           : sendbuf;
-    impl.run(chorus::Collective::gather, {send, recvbuf, count, to_dtype(dtype), chorus::ReduceOp::sum, root});
+    impl.run(chorus::Collective::gather, gather_call(impl, "chorus_gather", sendbuf, recvbuf, count, dtype, root));
   });
 }
 
@@ -175,13 +229,10 @@ chorus_status_t chorus_gatherv(chorus_comm_t comm, const void* sendbuf, size_t s
                                const size_t* recvcounts, const size_t* displs, chorus_datatype_t dtype, int root) {
   return guard([&] {
     auto& impl = impl_of(comm);
-    const void* send = in_place_at_root(impl, sendbuf, root, "chorus_gatherv", chorus::Collective::gatherv)
-                           ? element_at(recvbuf, own_displacement(impl, recvcounts, displs), dtype)
-                           : sendbuf;
-    chorus::coll::Args args{send, recvbuf, sendcount, to_dtype(dtype), chorus::ReduceOp::sum, root};
-    args.recv_counts = per_rank(impl, recvcounts);
-    args.recv_displs = per_rank(impl, displs);
-    impl.run(chorus::Collective::gatherv, chorus::BlockArgs(args).args());
+    impl.run(chorus::Collective::gatherv,
+             chorus::BlockArgs(gatherv_call(impl, "chorus_gatherv", sendbuf, sendcount, recvbuf, recvcounts, displs,
+                                            dtype, root))
+                 .args());
   });
 }
 
@@ -189,10 +240,7 @@ chorus_status_t chorus_scatter(chorus_comm_t comm, const void* sendbuf, void* re
                                chorus_datatype_t dtype, int root) {
   return guard([&] {
     auto& impl = impl_of(comm);
-    void* recv = in_place_at_root(impl, recvbuf, root, "chorus_scatter", chorus::Collective::scatter)
-                     ? const_cast<uint8_t*>(element_at(sendbuf, static_cast<size_t>(root) * count, dtype))
-                     : recvbuf;
-    impl.run(chorus::Collective::scatter, {sendbuf, recv, count, to_dtype(dtype), chorus::ReduceOp::sum, root});
+    impl.run(chorus::Collective::scatter, scatter_call(impl, "chorus_scatter", sendbuf, recvbuf, count, dtype, root));
   });
 }
 
@@ -201,13 +249,10 @@ chorus_status_t chorus_scatterv(chorus_comm_t comm, const void* sendbuf, const s
                                 int root) {
   return guard([&] {
     auto& impl = impl_of(comm);
-    void* recv = in_place_at_root(impl, recvbuf, root, "chorus_scatterv", chorus::Collective::scatterv)
-                     ? const_cast<uint8_t*>(element_at(sendbuf, own_displacement(impl, sendcounts, displs), dtype))
-                     : recvbuf;
-    chorus::coll::Args args{sendbuf, recv, recvcount, to_dtype(dtype), chorus::ReduceOp::sum, root};
-    args.send_counts = per_rank(impl, sendcounts);
-    args.send_displs = per_rank(impl, displs);
-    impl.run(chorus::Collective::scatterv, chorus::BlockArgs(args).args());
+    impl.run(chorus::Collective::scatterv,
+             chorus::BlockArgs(scatterv_call(impl, "chorus_scatterv", sendbuf, sendcounts, displs, recvbuf, recvcount,
+                                             dtype, root))
+                 .args());
   });
 }
 
@@ -215,12 +260,8 @@ chorus_status_t chorus_allgatherv(chorus_comm_t comm, const void* sendbuf, size_
                                   const size_t* recvcounts, const size_t* displs, chorus_datatype_t dtype) {
   return guard([&] {
     auto& impl = impl_of(comm);
-    const void* send =
-        in_place(sendbuf) ? element_at(recvbuf, own_displacement(impl, recvcounts, displs), dtype) : sendbuf;
-    chorus::coll::Args args{send, recvbuf, sendcount, to_dtype(dtype), chorus::ReduceOp::sum, 0};
-    args.recv_counts = per_rank(impl, recvcounts);
-    args.recv_displs = per_rank(impl, displs);
-    impl.run(chorus::Collective::allgatherv, chorus::BlockArgs(args).args());
+    impl.run(chorus::Collective::allgatherv,
+             chorus::BlockArgs(allgatherv_call(impl, sendbuf, sendcount, recvbuf, recvcounts, displs, dtype)).args());
   });
 }
 
@@ -229,13 +270,9 @@ chorus_status_t chorus_alltoallv(chorus_comm_t comm, const void* sendbuf, const 
                                  const size_t* rdispls, chorus_datatype_t dtype) {
   return guard([&] {
     auto& impl = impl_of(comm);
-    chorus::coll::Args args{in_place(sendbuf) ? recvbuf : sendbuf, recvbuf, 0, to_dtype(dtype),
-                            chorus::ReduceOp::sum, 0};
-    args.send_counts = per_rank(impl, sendcounts);
-    args.send_displs = per_rank(impl, sdispls);
-    args.recv_counts = per_rank(impl, recvcounts);
-    args.recv_displs = per_rank(impl, rdispls);
-    impl.run(chorus::Collective::alltoallv, chorus::BlockArgs(args).args());
+    impl.run(chorus::Collective::alltoallv,
+             chorus::BlockArgs(alltoallv_call(impl, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dtype))
+                 .args());
   });
 }
 

@@ -66,4 +66,24 @@ inline chorus_status_t run(chorus_comm_t comm, chorus::Collective op, const void
   return guard([&] { impl_of(comm).run(op, {send, recv, count, to_dtype(dtype), to_op(redop), root}); });
 }
 
+// The arguments of chorus_gather .. chorus_alltoallv and of their
+// non-blocking forms (capi.cc): CHORUS_IN_PLACE resolved, the per-rank
+// arrays as spans over the caller's (`function` names the call in errors).
+chorus::coll::Args gather_call(chorus::CommunicatorImpl& impl, const char* function, const void* sendbuf,
+                               void* recvbuf, size_t count, chorus_datatype_t dtype, int root);
+chorus::coll::Args gatherv_call(chorus::CommunicatorImpl& impl, const char* function, const void* sendbuf,
+                                size_t sendcount, void* recvbuf, const size_t* recvcounts, const size_t* displs,
+                                chorus_datatype_t dtype, int root);
+chorus::coll::Args scatter_call(chorus::CommunicatorImpl& impl, const char* function, const void* sendbuf,
+                                void* recvbuf, size_t count, chorus_datatype_t dtype, int root);
+chorus::coll::Args scatterv_call(chorus::CommunicatorImpl& impl, const char* function, const void* sendbuf,
+                                 const size_t* sendcounts, const size_t* displs, void* recvbuf, size_t recvcount,
+                                 chorus_datatype_t dtype, int root);
+chorus::coll::Args allgatherv_call(chorus::CommunicatorImpl& impl, const void* sendbuf, size_t sendcount,
+                                   void* recvbuf, const size_t* recvcounts, const size_t* displs,
+                                   chorus_datatype_t dtype);
+chorus::coll::Args alltoallv_call(chorus::CommunicatorImpl& impl, const void* sendbuf, const size_t* sendcounts,
+                                  const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                                  const size_t* rdispls, chorus_datatype_t dtype);
+
 }  // namespace chorus::capi

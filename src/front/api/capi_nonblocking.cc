@@ -155,6 +155,75 @@ chorus_status_t chorus_ialltoall(chorus_comm_t comm, const void* sendbuf, void* 
                           in_place(sendbuf) ? recvbuf : sendbuf, recvbuf, count, dtype, CHORUS_SUM, 0, request);
 }
 
+chorus_status_t chorus_igather(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                               chorus_datatype_t dtype, int root, chorus_request_t* request) {
+  return start_request("chorus_igather", request, [&] {
+    auto& impl = impl_of(comm);
+    return impl.start(chorus::Collective::gather, gather_call(impl, "chorus_igather", sendbuf, recvbuf, count, dtype, root));
+  });
+}
+
+chorus_status_t chorus_igatherv(chorus_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                                const size_t* recvcounts, const size_t* displs, chorus_datatype_t dtype, int root,
+                                chorus_request_t* request) {
+  return start_request("chorus_igatherv", request, [&] {
+    auto& impl = impl_of(comm);
+    return impl.start_block(chorus::Collective::gatherv, gatherv_call(impl, "chorus_igatherv", sendbuf, sendcount,
+                                                                      recvbuf, recvcounts, displs, dtype, root));
+  });
+}
+
+chorus_status_t chorus_iscatter(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                chorus_datatype_t dtype, int root, chorus_request_t* request) {
+  return start_request("chorus_iscatter", request, [&] {
+    auto& impl = impl_of(comm);
+    return impl.start(chorus::Collective::scatter,
+                      scatter_call(impl, "chorus_iscatter", sendbuf, recvbuf, count, dtype, root));
+  });
+}
+
+chorus_status_t chorus_iscatterv(chorus_comm_t comm, const void* sendbuf, const size_t* sendcounts,
+                                 const size_t* displs, void* recvbuf, size_t recvcount, chorus_datatype_t dtype,
+                                 int root, chorus_request_t* request) {
+  return start_request("chorus_iscatterv", request, [&] {
+    auto& impl = impl_of(comm);
+    return impl.start_block(chorus::Collective::scatterv, scatterv_call(impl, "chorus_iscatterv", sendbuf, sendcounts,
+                                                                        displs, recvbuf, recvcount, dtype, root));
+  });
+}
+
+chorus_status_t chorus_iallgatherv(chorus_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                                   const size_t* recvcounts, const size_t* displs, chorus_datatype_t dtype,
+                                   chorus_request_t* request) {
+  return start_request("chorus_iallgatherv", request, [&] {
+    auto& impl = impl_of(comm);
+    return impl.start_block(chorus::Collective::allgatherv,
+                            allgatherv_call(impl, sendbuf, sendcount, recvbuf, recvcounts, displs, dtype));
+  });
+}
+
+chorus_status_t chorus_ialltoallv(chorus_comm_t comm, const void* sendbuf, const size_t* sendcounts,
+                                  const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                                  const size_t* rdispls, chorus_datatype_t dtype, chorus_request_t* request) {
+  return start_request("chorus_ialltoallv", request, [&] {
+    auto& impl = impl_of(comm);
+    return impl.start_block(chorus::Collective::alltoallv,
+                            alltoallv_call(impl, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dtype));
+  });
+}
+
+chorus_status_t chorus_iscan(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                             chorus_datatype_t dtype, chorus_op_t op, chorus_request_t* request) {
+  return start_collective("chorus_iscan", comm, chorus::Collective::scan, in_place(sendbuf) ? recvbuf : sendbuf,
+                          recvbuf, count, dtype, op, 0, request);
+}
+
+chorus_status_t chorus_iexscan(chorus_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                               chorus_datatype_t dtype, chorus_op_t op, chorus_request_t* request) {
+  return start_collective("chorus_iexscan", comm, chorus::Collective::exscan, in_place(sendbuf) ? recvbuf : sendbuf,
+                          recvbuf, count, dtype, op, 0, request);
+}
+
 chorus_status_t chorus_isend(chorus_comm_t comm, const void* buf, size_t bytes, int peer, int tag,
                              chorus_request_t* request) {
   return start_request("chorus_isend", request, [&] { return impl_of(comm).start_send(buf, bytes, peer, tag); });

@@ -256,7 +256,12 @@ class CommunicatorImpl {
 
   // Non-blocking (communicator_nonblocking.cc): start the operation and
   // return it; Progress completes it.
-  std::shared_ptr<RequestState> start(Collective op, const coll::Args& args);
+  // `keep`: what args' arrays point into (a v-collective's displacements
+  // chorus computed), kept alive until the operation has run.
+  std::shared_ptr<RequestState> start(Collective op, const coll::Args& args, std::shared_ptr<const void> keep = {});
+  // A v-collective's start: the displacements BlockArgs computes for empty
+  // spans live with the operation.
+  std::shared_ptr<RequestState> start_block(Collective op, const coll::Args& args);
   std::shared_ptr<RequestState> start_send(const void* buf, size_t bytes, int peer, int tag);
   std::shared_ptr<RequestState> start_recv(void* buf, size_t bytes, int peer, int tag);
 

@@ -1,6 +1,7 @@
 // Non-blocking calls (docs/nonblocking.md): each starts a p2p::Operation
 // under the session lock and hands it to the engine's Progress; the public
 // Request waits on it.
+#include "api/block_collectives.hpp"
 #include "api/communicator_impl.hpp"
 #include "api/user_tag.hpp"
 
@@ -50,13 +51,16 @@ std::shared_ptr<coll::Scratch> CommunicatorImpl::take_scratch() {
 
 const char* nonblocking_name(Collective op) {
   // Names that outlive the call: messages refer to them later.
-  static constexpr const char* kNames[] = {"iallreduce", "ibroadcast", "ibarrier", "ireduce",
-                                           "iallgather", "ireduce_scatter", "ialltoall"};
+  static constexpr const char* kNames[] = {"iallreduce", "ibroadcast", "ibarrier",   "ireduce",    "iallgather",
+                                           "ireduce_scatter", "ialltoall", "igather", "igatherv", "iscatter",
+                                           "iscatterv", "iallgatherv", "ialltoallv", "iscan", "iexscan"};
+  static_assert(std::size(kNames) == kNumCollectives);
   const auto index = static_cast<size_t>(op);
   return index < std::size(kNames) ? kNames[index] : collective_name(op).data();
 }
 
-std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll::Args& args) {
+std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll::Args& args,
+                                                      std::shared_ptr<const void> keep) {
   const char* name = nonblocking_name(op);
   CallScope scope(*this, name);
   std::lock_guard lock(session_->mutex);
@@ -92,7 +96,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
   const bool large = payload_bytes(op, args, size()) >= kLargeOperationBytes;
   session_->nonblocking().start_collective(
       operation,
-      [this, prepared, call_scratch] { execute(prepared, *call_scratch, /*on_fiber=*/true); },
+      [this, prepared, call_scratch, keep = std::move(keep)] { execute(prepared, *call_scratch, /*on_fiber=*/true); },
       large);
   return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
 }
@@ -300,6 +304,45 @@ Request Communicator::ireduce_scatter(const void* send, void* recv, size_t count
 Request Communicator::ialltoall(const void* send, void* recv, size_t count, DataType dtype) {
   return Request(impl().start(Collective::alltoall, {send, recv, count, dtype, ReduceOp::sum, 0}));
 }
+Request Communicator::igather(const void* send, void* recv, size_t count, DataType dtype, int root) {
+  return Request(impl().start(Collective::gather, {send, recv, count, dtype, ReduceOp::sum, root}));
+}
+Request Communicator::iscatter(const void* send, void* recv, size_t count, DataType dtype, int root) {
+  return Request(impl().start(Collective::scatter, {send, recv, count, dtype, ReduceOp::sum, root}));
+}
+Request Communicator::iscan(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
+  return Request(impl().start(Collective::scan, {send, recv, count, dtype, op, 0}));
+}
+Request Communicator::iexscan(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
+  return Request(impl().start(Collective::exscan, {send, recv, count, dtype, op, 0}));
+}
+
+// The v-collectives: the displacements chorus computes for an empty span
+// live with the operation.
+std::shared_ptr<RequestState> CommunicatorImpl::start_block(Collective op, const coll::Args& args) {
+  auto block = std::make_shared<const BlockArgs>(args);
+  return start(op, block->args(), block);
+}
+Request Communicator::igatherv(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
+                               std::span<const size_t> recv_displs, DataType dtype, int root) {
+  return Request(impl().start_block(Collective::gatherv, gatherv_args(send, send_count, recv, recv_counts, recv_displs, dtype, root)));
+}
+Request Communicator::iscatterv(const void* send, std::span<const size_t> send_counts,
+                                std::span<const size_t> send_displs, void* recv, size_t recv_count, DataType dtype,
+                                int root) {
+  return Request(impl().start_block(Collective::scatterv, scatterv_args(send, send_counts, send_displs, recv, recv_count, dtype, root)));
+}
+Request Communicator::iallgatherv(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
+                                  std::span<const size_t> recv_displs, DataType dtype) {
+  return Request(impl().start_block(Collective::allgatherv, allgatherv_args(send, send_count, recv, recv_counts, recv_displs, dtype)));
+}
+Request Communicator::ialltoallv(const void* send, std::span<const size_t> send_counts,
+                                 std::span<const size_t> send_displs, void* recv, std::span<const size_t> recv_counts,
+                                 std::span<const size_t> recv_displs, DataType dtype) {
+  return Request(impl().start_block(Collective::alltoallv,
+                            alltoallv_args(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype)));
+}
+
 Request Communicator::isend(const void* buf, size_t bytes, int peer, int tag) {
   return Request(impl().start_send(buf, bytes, peer, tag));
 }

@@ -1,5 +1,6 @@
 // Non-blocking collectives: MPI_Ibarrier, MPI_Ibcast, MPI_Ireduce,
 // MPI_Iallreduce, MPI_Iallgather, MPI_Ialltoall, MPI_Ireduce_scatter_block,
+// MPI_Iscan, MPI_Iexscan,
 // on chorus' i-calls; and the one strategy for reductions chorus'
 // collectives cannot compute, which the blocking calls use too
 // (requests.hpp, "Reductions chorus lacks").
@@ -35,14 +36,19 @@ void unpack_when_complete(chorus_mpi_request& request, size_t count, const Datat
 // was given where that outlives the request (a blocking call's); a
 // non-blocking request keeps a copy of the type, which may be freed
 // (MPI_Type_free) before the request completes, and passes that.
+// `upto` (scans): only the first `upto` ranks' blocks are combined.
 void combine_when_complete(chorus_mpi_request& request, int size, size_t count, const Datatype& type, MPI_Op op,
-                           void* recv) {
+                           void* recv, int upto = -1) {
   std::optional<Datatype> copy;
   if (!request.blocking) copy.emplace(type);
-  request.finish = [staged = &request, size, count, original = &type, copy = std::move(copy), op,
-                    recv](const chorus::Received&) {
+  request.finish = [staged = &request, size, count, original = &type, copy = std::move(copy), op, recv,
+                    upto](const chorus::Received&) {
     const Datatype& t = copy ? *copy : *original;
-    Bytes result = combine_in_rank_order(staged->recv_staging, size, count, t, op);
+    const Bytes& blocks = staged->recv_staging;
+    Bytes result = upto < 0 ? combine_in_rank_order(blocks, size, count, t, op)
+                            : combine_in_rank_order(Bytes(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(
+                                                                              static_cast<size_t>(upto) * packed_bytes(count, t))),
+                                                    upto, count, t, op);
     unpack(result.data(), count, t, recv);
   };
 }
@@ -56,6 +62,41 @@ int start(const char* function, MPI_Comm comm, MPI_Request* request, Body&& body
     RequestPtr started = new_request(comm);
     body(c, *started);
     publish(std::move(started), request);
+  });
+}
+
+// MPI_Iscan and MPI_Iexscan: chorus' iscan/iexscan where it has the op
+// and type; else every rank's contribution gathered (iallgather) and, when
+// the request completes, ranks 0..rank (exscan: 0..rank-1) combined in rank
+// order. Exscan leaves rank 0's receive buffer untouched (MPI: undefined).
+int start_scan(const char* function, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               MPI_Comm comm, MPI_Request* request, bool exclusive) {
+  return start(function, comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+    const ScanArgs a = scan_args(sendbuf, recvbuf, count, datatype, op);
+    const size_t n = a.count, block = a.bytes;
+    const Datatype& type = a.type;
+    const void* send = a.send;
+    if (block == 0) return;
+    const bool receives = !exclusive || c.rank != 0;
+    if (auto fast = fast_path(op, type)) {
+      using Start = chorus::Request (chorus::Communicator::*)(const void*, void*, size_t, chorus::DataType,
+                                                              chorus::ReduceOp);
+      const Start run = exclusive ? Start{&chorus::Communicator::iexscan} : Start{&chorus::Communicator::iscan};
+      if (type.contiguous()) {
+        r.operation = (c.chorus.*run)(send, recvbuf, n * fast->count, fast->dtype, fast->op);
+        return;
+      }
+      r.recv_staging = pack_copy(send, n, type);
+      if (receives) unpack_when_complete(r, n, type, recvbuf);
+      r.operation =
+          (c.chorus.*run)(r.recv_staging.data(), r.recv_staging.data(), n * fast->count, fast->dtype, fast->op);
+      return;
+    }
+    r.recv_staging.resize(block * static_cast<size_t>(c.size));
+    std::byte* own = r.recv_staging.data() + static_cast<size_t>(c.rank) * block;
+    pack(send, n, type, own);
+    if (receives) combine_when_complete(r, c.size, n, type, op, recvbuf, exclusive ? c.rank : c.rank + 1);
+    r.operation = c.chorus.iallgather(own, r.recv_staging.data(), block, kBytes);
   });
 }
 
@@ -85,6 +126,16 @@ void start_gathered_reduce_scatter(const Comm& c, chorus_mpi_request& request, c
 using namespace chorus::mpi;
 
 extern "C" {
+
+int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+              MPI_Request* request) {
+  return start_scan("MPI_Iscan", sendbuf, recvbuf, count, datatype, op, comm, request, false);
+}
+
+int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                MPI_Request* request) {
+  return start_scan("MPI_Iexscan", sendbuf, recvbuf, count, datatype, op, comm, request, true);
+}
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
   return start("MPI_Ibarrier", comm, request,

@@ -262,6 +262,16 @@ struct FastPath {
 };
 std::optional<FastPath> fast_path(MPI_Op op, const Datatype& type);
 
+// MPI_Scan/MPI_Exscan and their I-forms (scan.cc): count, type and op
+// checked; the send data (recvbuf when MPI_IN_PLACE) and the packed bytes.
+struct ScanArgs {
+  size_t count;
+  const Datatype& type;
+  const void* send;
+  size_t bytes;
+};
+ScanArgs scan_args(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op);
+
 // The checked arguments of an allreduce (no root) or a reduce to `root`,
 // blocking or not: the send data (recvbuf when MPI_IN_PLACE, which reduce
 // allows at the root only), where the result goes and whether this rank

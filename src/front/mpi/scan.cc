@@ -21,13 +21,10 @@ namespace {
 void scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
           bool exclusive) {
   Comm c = use_comm(comm);
-  const size_t n = use_count(count, "count");
-  const Datatype& type = use_type(datatype, "datatype");
-  check_op(op, type);
-  const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-  check_buffer(send, n, "sendbuf");
-  check_buffer(recvbuf, n, "recvbuf");
-  const size_t bytes = packed_bytes(n, type);
+  const ScanArgs a = scan_args(sendbuf, recvbuf, count, datatype, op);
+  const size_t n = a.count, bytes = a.bytes;
+  const Datatype& type = a.type;
+  const void* send = a.send;
   if (bytes == 0) return;
   if (auto fast = fast_path(op, type)) {
     using Raw = void (chorus::Communicator::*)(const void*, void*, size_t, chorus::DataType, chorus::ReduceOp);
@@ -65,6 +62,16 @@ void scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, 
 }
 
 }  // namespace
+
+ScanArgs scan_args(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op) {
+  const size_t n = use_count(count, "count");
+  const Datatype& type = use_type(datatype, "datatype");
+  check_op(op, type);
+  const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  check_buffer(send, n, "sendbuf");
+  check_buffer(recvbuf, n, "recvbuf");
+  return {n, type, send, packed_bytes(n, type)};
+}
 
 }  // namespace chorus::mpi
 

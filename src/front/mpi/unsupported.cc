@@ -129,14 +129,6 @@ int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts
                         MPI_Comm comm, MPI_Request* request) {
   return unsupported("MPI_Ireduce_scatter", comm);
 }
-int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
-              MPI_Request* request) {
-  return unsupported("MPI_Iscan", comm);
-}
-int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
-                MPI_Request* request) {
-  return unsupported("MPI_Iexscan", comm);
-}
 
 // --- Groups and communicators
 int MPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
