@@ -177,26 +177,14 @@ kernel_args+=" random.trust_cpu=on 8250.nr_uarts=1 lab_kernel_version=$kernel_ve
 
 # ---------------------------------------------------------------- the guests
 qemu_pids=() readers=()
-# Copies its input through and appends it to FILE, whose modification
-# time the -i watchdog reads. tee copies block by block: a bash `read` loop
-# (until stop 50) reads a pipe one byte at a time, fell behind a guest that
-# printed fast on a loaded host, and the end of the output was cut off when
-# the readers were stopped after qemu (a CI run beside a CPU burner lost
-# lab.verbs.single_guest's summary line that way; `seq 1 200000` came back
-# to line 127634, at load 30).
+# Copies its input through, touching FILE at every line (the -i watchdog
+# reads its time).
 pass_and_mark() {
-  tee -a "$1"
-}
-# The guest ends each port with this line and powers off only once the host
-# has seen it (drain_marker below; guest/main.sh): what the guest wrote but
-# qemu had not yet passed on when the guest powered off was lost before.
-end_marker='chorus-lab: end of output'
-# drain_marker FILE PREFIX: copies its input through with PREFIX in front of
-# every line, all but the end marker line, at which it creates FILE (the
-# guest waits for it).
-drain_marker() {
-  awk -v marker="$end_marker" -v done="$1" -v prefix="$2" \
-    '$0 == marker { printf "" > done; close(done); next } { print prefix $0; fflush() }'
+  local line
+  while IFS= read -r line || [[ -n $line ]]; do
+    printf '%s\n' "$line"
+    : > "$1"
+  done
 }
 
 start_guest() {
@@ -244,9 +232,9 @@ start_guest() {
   mkfifo "$dir/stdout" "$dir/stderr"
   local prefix=
   ((guests == 1)) || prefix="[r$rank] "
-  drain_marker "$dir/drained.stdout" "$prefix" < "$dir/stdout" | pass_and_mark "$run_dir/alive" &
+  sed -u "s/^/$prefix/" < "$dir/stdout" | pass_and_mark "$run_dir/alive" &
   readers+=($!)
-  drain_marker "$dir/drained.stderr" "$prefix" < "$dir/stderr" | pass_and_mark "$run_dir/alive" >&2 &
+  sed -u "s/^/$prefix/" < "$dir/stderr" | pass_and_mark "$run_dir/alive" >&2 &
   readers+=($!)
   background+=("${readers[@]: -2}")
   timeout "$timeout_seconds" qemu-system-x86_64 "${args[@]}" < /dev/null > "$dir/qemu.log" 2>&1 &
@@ -281,11 +269,10 @@ for pid in "${qemu_pids[@]}"; do
   if wait "$pid"; then continue; else qemu_status=$?; fi
   if ((qemu_status == 124)); then timed_out=1; fi
 done
-# The readers end once qemu has closed the FIFOs and they have copied what
-# is left: up to 120 s on a loaded host (cleanup stops one whose qemu never
-# opened its FIFO).
+# The readers end once qemu has closed the FIFOs; give them a moment to copy
+# what is left (cleanup stops one whose qemu never opened its FIFO).
 for pid in "${readers[@]}"; do
-  for _ in {1..1200}; do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  for _ in {1..20}; do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 done
 
 if [[ -e $run_dir/idle ]]; then

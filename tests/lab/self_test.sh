@@ -4,8 +4,7 @@
 #   one guest:  rxe0 is active; the command runs in the caller's directory
 #               with the caller's environment; stdout and stderr come back
 #               apart; -w directories are written through, the rest of the
-#               host is not touched; the command's exit status comes back; a
-#               fast burst of 20000 lines comes back whole.
+#               host is not touched; the command's exit status comes back.
 #   two guests: an RC ping-pong between them across the virtual switch, and
 #               the first non-zero status of the two is returned.
 # Exits 77 (ctest: skipped) with the reason when the lab cannot run here.
@@ -37,12 +36,8 @@ LAB_SELF_TEST_WORD=passed-through "$lab" -w "$work/shared" -c '
   echo "to stderr" >&2
   echo written > '"$work/shared/file"'
   echo discarded > '"$work/cwd/file"'
-  seq 1 20000
-  echo "the last line"
   exit 7' > "$work/stdout" 2> "$work/stderr" || status=$?
-grep -v '^[0-9]*$' "$work/stdout" | cat - "$work/stderr"
-check "a burst of 20000 lines comes back whole, the last line too" \
-  bash -c '[ "$(grep -cx "[0-9]*" "$1")" = 20000 ] && tail -n 2 "$1" | head -n 1 | grep -qx 20000 && tail -n 1 "$1" | grep -qx "the last line"' _ "$work/stdout"
+cat "$work/stdout" "$work/stderr"
 check "the command's exit status (7) comes back" test "$status" = 7
 check "rxe0 is active in the guest" grep -qx "rxe0 active" "$work/stdout"
 check "the command runs in the caller's directory" grep -qx "directory $work/cwd" "$work/stdout"

@@ -122,17 +122,4 @@ bash $run/command < /dev/null > "$stdout" 2> "$stderr"
 status=$?
 echo "$status" > $run/status
 log "exit status $status"
-# Every byte the command wrote must reach the host before the power-off:
-# the virtio-serial queues still hold what qemu has not passed on (on a
-# loaded host, the end of a long output). Each port ends with run.sh's
-# marker line; its reader creates drained.<port> in $run when it gets there.
-if [ "$stdout" != /dev/null ]; then
-  echo "chorus-lab: end of output" > "$stdout"
-  echo "chorus-lab: end of output" > "$stderr"
-  for _ in $(seq 1200); do
-    [ -e $run/drained.stdout ] && [ -e $run/drained.stderr ] && break
-    sleep 0.1
-  done
-  [ -e $run/drained.stdout ] && [ -e $run/drained.stderr ] || log "the host did not confirm the end of the output"
-fi
 power_off
