@@ -211,20 +211,6 @@ std::string CommunicatorImpl::transport_name() const {
   return session_->transport ? session_->transport->name() : "none";
 }
 
-int CommunicatorImpl::host() const {
-  const auto& hosts = session_->host_of_engine_rank;
-  const auto me = static_cast<size_t>(session_->job.rank);
-  return me < hosts.size() ? hosts[me] : 0;
-}
-
-Traffic CommunicatorImpl::traffic() const {
-  std::lock_guard lock(session_->mutex);
-  if (!session_->engine) return {};
-  const p2p::Counters& counted = session_->engine->counters();
-  return {counted.bytes_out_this_host, counted.bytes_in_this_host, counted.bytes_out_other_hosts,
-          counted.bytes_in_other_hosts};
-}
-
 void CommunicatorImpl::report_unusable() const {
   if (finalized_) fail(Status::finalized, "the communicator was used after finalize()");
   if (session_->closed) {

@@ -192,6 +192,21 @@ void CommunicatorImpl::fail_everywhere(Collective op, const coll::Args& args, co
   throw error;
 }
 
+// The host layout and the engine's byte counts (docs/transport-hybrid.md).
+int CommunicatorImpl::host() const {
+  const auto& hosts = session_->host_of_engine_rank;
+  const auto me = static_cast<size_t>(session_->job.rank);
+  return me < hosts.size() ? hosts[me] : 0;
+}
+
+Traffic CommunicatorImpl::traffic() const {
+  std::lock_guard lock(session_->mutex);
+  if (!session_->engine) return {};
+  const p2p::Counters& counted = session_->engine->counters();
+  return {counted.bytes_out_this_host, counted.bytes_in_this_host, counted.bytes_out_other_hosts,
+          counted.bytes_in_other_hosts};
+}
+
 const coll::Algorithm& CommunicatorImpl::choose(Collective op, size_t bytes) const {
   const coll::Algorithm* forced = forced_[static_cast<size_t>(op)];
   if (forced != nullptr) return *forced;
