@@ -177,15 +177,11 @@ kernel_args+=" random.trust_cpu=on 8250.nr_uarts=1 lab_kernel_version=$kernel_ve
 
 # ---------------------------------------------------------------- the guests
 qemu_pids=() readers=()
-# Copies its input through, touching FILE at every line (the -i watchdog
-# reads its time).
-pass_and_mark() {
-  local line
-  while IFS= read -r line || [[ -n $line ]]; do
-    printf '%s\n' "$line"
-    : > "$1"
-  done
-}
+# The guest ends each output port with this line and powers off only once it
+# has seen the line in the file on the host (guest/main.sh): the guest's
+# virtio-serial queue holds what qemu has not yet written, and a power-off
+# drops it. The readers below remove the line.
+end_marker="chorus-lab-end-of-output-$$-$RANDOM$RANDOM"
 
 start_guest() {
   local rank=$1 dir=$run_dir/guest$1
@@ -194,6 +190,7 @@ start_guest() {
   {
     printf 'lab_rank=%q lab_ranks=%q lab_addresses=%q\n' "$rank" "$guests" "$addresses"
     printf 'lab_rxe=%q lab_mtu=%q lab_directory=%q lab_path=%q\n' "$rxe" "$mtu" "$PWD" "$PATH"
+    printf 'lab_end_marker=%q\n' "$end_marker"
   } > "$dir/params"
   local args=(
     -machine q35 -cpu max -smp "$cpus" -m "$memory"
@@ -227,33 +224,39 @@ start_guest() {
   else
     args+=(-nic none)
   fi
-  # qemu writes the command's output into FIFOs; readers copy it here as it
-  # comes, with the rank in front when there are several guests.
-  mkfifo "$dir/stdout" "$dir/stderr"
+  # qemu writes the command's output into plain files (never a FIFO: a
+  # reader that falls behind on a loaded host throttles qemu, the guest's
+  # queue fills, and what it holds at the power-off is lost); readers copy
+  # them here as they grow, with the rank in front when there are several
+  # guests, and end once qemu has ended and they have read to the end.
+  : > "$dir/stdout"
+  : > "$dir/stderr"
+  timeout "$timeout_seconds" qemu-system-x86_64 "${args[@]}" < /dev/null > "$dir/qemu.log" 2>&1 &
+  local qemu=$!
+  qemu_pids+=("$qemu")
+  background+=("$qemu")
   local prefix=
   ((guests == 1)) || prefix="[r$rank] "
-  sed -u "s/^/$prefix/" < "$dir/stdout" | pass_and_mark "$run_dir/alive" &
+  local copy=(sed -u -e "/^$end_marker\$/d" -e "s/$end_marker\$//" -e "s/^/$prefix/")
+  tail -n +1 -f --pid="$qemu" "$dir/stdout" | "${copy[@]}" &
   readers+=($!)
-  sed -u "s/^/$prefix/" < "$dir/stderr" | pass_and_mark "$run_dir/alive" >&2 &
+  tail -n +1 -f --pid="$qemu" "$dir/stderr" | "${copy[@]}" >&2 &
   readers+=($!)
   background+=("${readers[@]: -2}")
-  timeout "$timeout_seconds" qemu-system-x86_64 "${args[@]}" < /dev/null > "$dir/qemu.log" 2>&1 &
-  qemu_pids+=($!)
-  background+=($!)
   if ((verbose)); then
     : > "$dir/console"
-    tail -n +1 -f --pid=$! "$dir/console" | sed -u "s/^/[console $rank] /" >&2 &
+    tail -n +1 -f --pid="$qemu" "$dir/console" | sed -u "s/^/[console $rank] /" >&2 &
     background+=($!)
   fi
 }
-: > "$run_dir/alive"
 for ((r = 0; r < guests; r++)); do start_guest "$r"; done
-# -i: the watchdog stops the guests once "alive" (touched at every line a
-# guest prints) is older than idle_seconds.
+# -i: the watchdog stops the guests once no guest has written to its output
+# files for idle_seconds.
 if ((idle_seconds > 0)); then
   (
     while sleep 10; do
-      last=$(stat -c %Y "$run_dir/alive" 2>/dev/null) || exit 0
+      last=$(stat -c %Y "$run_dir"/guest*/std{out,err} 2>/dev/null | sort -n | tail -n 1)
+      [[ -n $last ]] || exit 0
       if (($(date +%s) - last >= idle_seconds)); then
         : > "$run_dir/idle"
         kill "${qemu_pids[@]}" 2>/dev/null
@@ -269,10 +272,11 @@ for pid in "${qemu_pids[@]}"; do
   if wait "$pid"; then continue; else qemu_status=$?; fi
   if ((qemu_status == 124)); then timed_out=1; fi
 done
-# The readers end once qemu has closed the FIFOs; give them a moment to copy
-# what is left (cleanup stops one whose qemu never opened its FIFO).
+# The readers end once their qemu has ended and they have copied the rest
+# (tail --pid reads once more after the process is gone); on a loaded host
+# that can take a while, nothing is lost by waiting.
 for pid in "${readers[@]}"; do
-  for _ in {1..20}; do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  for _ in {1..3000}; do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 done
 
 if [[ -e $run_dir/idle ]]; then

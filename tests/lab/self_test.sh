@@ -4,7 +4,9 @@
 #   one guest:  rxe0 is active; the command runs in the caller's directory
 #               with the caller's environment; stdout and stderr come back
 #               apart; -w directories are written through, the rest of the
-#               host is not touched; the command's exit status comes back.
+#               host is not touched; the command's exit status comes back;
+#               a 50000-line burst that ends the command comes back whole
+#               (the end of the output once got lost on a loaded host).
 #   two guests: an RC ping-pong between them across the virtual switch, and
 #               the first non-zero status of the two is returned.
 # Exits 77 (ctest: skipped) with the reason when the lab cannot run here.
@@ -36,8 +38,10 @@ LAB_SELF_TEST_WORD=passed-through "$lab" -w "$work/shared" -c '
   echo "to stderr" >&2
   echo written > '"$work/shared/file"'
   echo discarded > '"$work/cwd/file"'
+  seq -f "burst %g" 1 50000
   exit 7' > "$work/stdout" 2> "$work/stderr" || status=$?
-cat "$work/stdout" "$work/stderr"
+grep -v '^burst ' "$work/stdout" || true
+cat "$work/stderr"
 check "the command's exit status (7) comes back" test "$status" = 7
 check "rxe0 is active in the guest" grep -qx "rxe0 active" "$work/stdout"
 check "the command runs in the caller's directory" grep -qx "directory $work/cwd" "$work/stdout"
@@ -46,6 +50,8 @@ check "stderr comes back on stderr" grep -qx "to stderr" "$work/stderr"
 check "stderr stays out of stdout" bash -c '! grep -q "to stderr" "$1"' _ "$work/stdout"
 check "a -w directory is written through" grep -qx written "$work/shared/file"
 check "other host paths are not written" test ! -e "$work/cwd/file"
+check "a 50000-line burst at the end comes back whole, in order, no end marker" \
+  bash -c '[[ $(grep -c "^burst " "$1") == 50000 && $(tail -n 1 "$1") == "burst 50000" ]] && ! grep -q chorus-lab-end "$1"' _ "$work/stdout"
 
 # --- two guests: rank 0 serves, rank 1 connects (and retries while rank 0
 # is still starting); rank 1 then exits 5, rank 0 with 0.

@@ -52,6 +52,7 @@ int value(int rank, size_t i, int seed) { return static_cast<int>((i * 31 + stat
 
 // One posted operation: its buffers (bytes), its request, and how to check.
 struct Posted {
+  virtual ~Posted() = default;  // BlockPosted is owned through unique_ptr<Posted>
   std::string name;
   Request request;
   std::vector<unsigned char> send, recv;

@@ -122,4 +122,23 @@ bash $run/command < /dev/null > "$stdout" 2> "$stderr"
 status=$?
 echo "$status" > $run/status
 log "exit status $status"
+# Every byte the command wrote must reach the host before the power-off: the
+# virtio-serial queue still holds what qemu has not yet written to the host's
+# file (the end of a long output, when the host is loaded). Each port ends
+# with run.sh's marker line, and the guest waits until the files in the run
+# directory (this very directory, cache=none) end with it.
+if [ "$stdout" != /dev/null ] && [ -n "${lab_end_marker:-}" ]; then
+  printf '%s\n' "$lab_end_marker" > "$stdout"
+  printf '%s\n' "$lab_end_marker" > "$stderr"
+  drained=0
+  for ((try = 0; try < 1200; try++)); do
+    if tail -c 200 $run/stdout | grep -qF -- "$lab_end_marker" &&
+       tail -c 200 $run/stderr | grep -qF -- "$lab_end_marker"; then
+      drained=1
+      break
+    fi
+    sleep 0.1
+  done
+  ((drained)) || log "the command's output did not reach the host within 120 s; its end may be lost"
+fi
 power_off
