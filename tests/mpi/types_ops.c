@@ -266,6 +266,13 @@ static void user_ops(void) {
   MPI_Op abs_max, concat;
   MPI_Op_create(max_abs, 1, &abs_max);
   MPI_Op_create(concatenate, 0, &concat);
+  int commutes[3] = {-1, -1, -1};
+  MPI_Op_commutative(abs_max, &commutes[0]);
+  MPI_Op_commutative(concat, &commutes[1]);
+  MPI_Op_commutative(MPI_SUM, &commutes[2]);
+  expect(commutes[0] == 1 && commutes[1] == 0 && commutes[2] == 1, "MPI_Op_commutative: %d %d %d", commutes[0],
+         commutes[1], commutes[2]);
+  say("op commutative: user %d, user non-commutative %d, MPI_SUM %d", commutes[0], commutes[1], commutes[2]);
   int values[3] = {rank - 3, 2 * rank, -7 * (rank % 2)}, result[3];
   MPI_Allreduce(values, result, 3, MPI_INT, abs_max, MPI_COMM_WORLD);
   say("user commutative allreduce: %d %d %d", result[0], result[1], result[2]);

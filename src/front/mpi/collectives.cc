@@ -1,5 +1,6 @@
 // The MPI collectives that map onto chorus' own collectives: barrier, bcast,
-// allreduce, reduce, allgather, alltoall, reduce_scatter(_block).
+// allreduce, reduce, allgather, alltoall, reduce_scatter(_block); and
+// MPI_Reduce_local.
 //
 // Data travels packed (see datatype.cc): for contiguous types that is the
 // user's buffer itself; derived types are packed into a temporary first.
@@ -47,30 +48,6 @@ void reduce_scatter_block(const Comm& comm, const void* send, void* recv, size_t
   unpack(result.data(), count, type, recv);
 }
 
-// MPI_Reduce_scatter with uneven blocks and an op chorus lacks: the same
-// strategy with alltoallv (no non-blocking form needs it): every rank's
-// contribution to this rank's block arrives here, combined in rank order.
-void gathered_reduce_scatter_v(const Comm& comm, const void* send, const std::vector<size_t>& counts,
-                               const Datatype& type, MPI_Op op, void* recv) {
-  const size_t ranks = counts.size();
-  const size_t mine = counts[static_cast<size_t>(comm.rank)];
-  std::vector<size_t> send_bytes(ranks), send_displs(ranks), recv_bytes(ranks, packed_bytes(mine, type)),
-      recv_displs(ranks);
-  size_t total = 0;
-  for (size_t r = 0; r < ranks; ++r) {
-    send_displs[r] = packed_bytes(total, type);
-    send_bytes[r] = packed_bytes(counts[r], type);
-    recv_displs[r] = r * recv_bytes[r];
-    total += counts[r];
-  }
-  Bytes packed = pack_copy(send, total, type);
-  Bytes blocks(recv_bytes[0] * ranks);
-  comm.chorus.alltoallv(packed.data(), send_bytes, send_displs, blocks.data(), recv_bytes, recv_displs, kBytes);
-  if (mine == 0) return;
-  Bytes result = combine_in_rank_order(blocks, comm.size, mine, type, op);
-  unpack(result.data(), mine, type, recv);
-}
-
 }  // namespace
 
 Reduction reduction(const Comm& comm, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
@@ -85,6 +62,20 @@ Reduction reduction(const Comm& comm, const void* sendbuf, void* recvbuf, int co
   check_buffer(send, n, "sendbuf");
   if (receives) check_buffer(recvbuf, n, "recvbuf");
   return Reduction{n, type, op, send, recvbuf, receives, fast_path(op, type)};
+}
+
+ReduceScatterCounts reduce_scatter_counts(const Comm& comm, const void* sendbuf, void* recvbuf,
+                                          const int recvcounts[], MPI_Datatype datatype, MPI_Op op) {
+  const Datatype& type = use_type(datatype, "datatype");
+  check_op(op, type);
+  if (recvcounts == nullptr) fail(MPI_ERR_ARG, "null recvcounts");
+  std::vector<size_t> counts(static_cast<size_t>(comm.size));
+  for (size_t r = 0; r < counts.size(); ++r) counts[r] = use_count(recvcounts[r], "recvcounts[r]");
+  const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+  const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  check_buffer(send, total, "sendbuf");
+  check_buffer(recvbuf, counts[static_cast<size_t>(comm.rank)], "recvbuf");
+  return ReduceScatterCounts{type, std::move(counts), total, send};
 }
 
 Broadcast broadcast_args(const Comm& comm, const void* buffer, int count, MPI_Datatype datatype, int root) {
@@ -224,30 +215,40 @@ int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[
                        MPI_Comm comm) {
   return call("MPI_Reduce_scatter", comm, [&] {
     Comm c = use_comm(comm);
-    const Datatype& type = use_type(datatype, "datatype");
-    check_op(op, type);
-    if (recvcounts == nullptr) fail(MPI_ERR_ARG, "null recvcounts");
-    std::vector<size_t> counts(static_cast<size_t>(c.size));
-    for (size_t r = 0; r < counts.size(); ++r) counts[r] = use_count(recvcounts[r], "recvcounts[r]");
-    const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
-    const size_t mine = counts[static_cast<size_t>(c.rank)];
-    const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    check_buffer(send, total, "sendbuf");
-    check_buffer(recvbuf, mine, "recvbuf");
-    if (packed_bytes(total, type) == 0) return;
-    if (std::all_of(counts.begin(), counts.end(), [&](size_t n) { return n == counts[0]; })) {
-      return reduce_scatter_block(c, send, recvbuf, counts[0], type, op);
+    const ReduceScatterCounts a = reduce_scatter_counts(c, sendbuf, recvbuf, recvcounts, datatype, op);
+    if (packed_bytes(a.total, a.type) == 0) return;
+    if (a.even()) return reduce_scatter_block(c, a.send, recvbuf, a.counts[0], a.type, op);
+    auto fast = fast_path(op, a.type);
+    if (!fast) {
+      // Every rank's contribution to this rank's block (alltoallv), combined in rank order.
+      return run_to_completion(comm, [&](chorus_mpi_request& r) {
+        start_gathered_reduce_scatter_v(c, r, a.send, a.counts, a.type, op, recvbuf);
+      });
     }
-    auto fast = fast_path(op, type);
-    if (!fast) return gathered_reduce_scatter_v(c, send, counts, type, op, recvbuf);
     // Uneven blocks: chorus' reduce of everything to rank 0, then each rank's block (chorus' scatterv).
-    Bytes reduced = pack_copy(send, total, type);
-    c.chorus.reduce(reduced.data(), reduced.data(), total * fast->count, fast->dtype, fast->op, 0);
-    std::vector<size_t> bytes(counts.size());
-    for (size_t r = 0; r < counts.size(); ++r) bytes[r] = packed_bytes(counts[r], type);
+    Bytes reduced = pack_copy(a.send, a.total, a.type);
+    c.chorus.reduce(reduced.data(), reduced.data(), a.total * fast->count, fast->dtype, fast->op, 0);
+    std::vector<size_t> bytes(a.counts.size());
+    for (size_t r = 0; r < a.counts.size(); ++r) bytes[r] = packed_bytes(a.counts[r], a.type);
     Bytes block(bytes[static_cast<size_t>(c.rank)]);
     c.chorus.scatterv(reduced.data(), bytes, {}, block.data(), block.size(), kBytes, 0);
-    unpack(block.data(), mine, type, recvbuf);
+    unpack(block.data(), a.counts[static_cast<size_t>(c.rank)], a.type, recvbuf);
+  });
+}
+
+int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype, MPI_Op op) {
+  return call("MPI_Reduce_local", MPI_COMM_WORLD, [&] {
+    const size_t n = use_count(count, "count");
+    const Datatype& type = use_type(datatype, "datatype");
+    check_op(op, type);
+    check_buffer(inbuf, n, "inbuf");
+    check_buffer(inoutbuf, n, "inoutbuf");
+    if (n == 0) return;
+    if (type.contiguous()) return reduce_local(op, type, inbuf, inoutbuf, n);
+    // reduce_local works on packed elements.
+    Bytes in = pack_copy(inbuf, n, type), inout = pack_copy(inoutbuf, n, type);
+    reduce_local(op, type, in.data(), inout.data(), n);
+    unpack(inout.data(), n, type, inoutbuf);
   });
 }
 

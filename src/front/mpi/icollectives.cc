@@ -1,6 +1,6 @@
 // Non-blocking collectives: MPI_Ibarrier, MPI_Ibcast, MPI_Ireduce,
 // MPI_Iallreduce, MPI_Iallgather, MPI_Ialltoall, MPI_Ireduce_scatter_block,
-// MPI_Iscan, MPI_Iexscan,
+// MPI_Ireduce_scatter, MPI_Iscan, MPI_Iexscan,
 // on chorus' i-calls; and the one strategy for reductions chorus'
 // collectives cannot compute, which the blocking calls use too
 // (requests.hpp, "Reductions chorus lacks").
@@ -17,6 +17,7 @@
 #include "mpi/requests.hpp"
 
 #include <cstring>
+#include <memory>
 
 namespace chorus::mpi {
 
@@ -53,25 +54,13 @@ void combine_when_complete(chorus_mpi_request& request, int size, size_t count, 
   };
 }
 
-// Runs an I-collective's body, which starts the operation in the request.
-template <class Body>
-int start(const char* function, MPI_Comm comm, MPI_Request* request, Body&& body) {
-  return call(function, comm, [&] {
-    check_request_output(request);
-    Comm c = use_comm(comm);
-    RequestPtr started = new_request(comm);
-    body(c, *started);
-    publish(std::move(started), request);
-  });
-}
-
 // MPI_Iscan and MPI_Iexscan: chorus' iscan/iexscan where it has the op
 // and type; else every rank's contribution gathered (iallgather) and, when
 // the request completes, ranks 0..rank (exscan: 0..rank-1) combined in rank
 // order. Exscan leaves rank 0's receive buffer untouched (MPI: undefined).
 int start_scan(const char* function, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                MPI_Comm comm, MPI_Request* request, bool exclusive) {
-  return start(function, comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+  return start_collective(function, comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     const ScanArgs a = scan_args(sendbuf, recvbuf, count, datatype, op);
     const size_t n = a.count, block = a.bytes;
     const Datatype& type = a.type;
@@ -121,6 +110,60 @@ void start_gathered_reduce_scatter(const Comm& c, chorus_mpi_request& request, c
   request.operation = c.chorus.ialltoall(request.send_staging.data(), request.recv_staging.data(), block, kBytes);
 }
 
+void start_gathered_reduce_scatter_v(const Comm& c, chorus_mpi_request& request, const void* send,
+                                     const std::vector<size_t>& counts, const Datatype& type, MPI_Op op, void* recv) {
+  const size_t ranks = counts.size();
+  const size_t mine = counts[static_cast<size_t>(c.rank)];
+  const size_t block = packed_bytes(mine, type);
+  auto layout = std::make_shared<std::vector<size_t>>(4 * ranks);  // send bytes, send displs, recv bytes, recv displs
+  size_t* send_bytes = layout->data();
+  size_t* send_displs = send_bytes + ranks;
+  size_t* recv_bytes = send_displs + ranks;
+  size_t* recv_displs = recv_bytes + ranks;
+  size_t total = 0;
+  for (size_t r = 0; r < ranks; ++r) {
+    send_displs[r] = packed_bytes(total, type);
+    send_bytes[r] = packed_bytes(counts[r], type);
+    recv_bytes[r] = block;
+    recv_displs[r] = r * block;
+    total += counts[r];
+  }
+  request.send_staging = pack_copy(send, total, type);  // in place: read before written
+  request.recv_staging.resize(block * ranks);
+  if (mine > 0) combine_when_complete(request, c.size, mine, type, op, recv);
+  auto combine = std::move(request.finish);
+  request.finish = [layout, combine = std::move(combine)](const chorus::Received& received) {
+    if (combine) combine(received);
+  };
+  request.operation = c.chorus.ialltoallv(request.send_staging.data(), {send_bytes, ranks}, {send_displs, ranks},
+                                          request.recv_staging.data(), {recv_bytes, ranks}, {recv_displs, ranks},
+                                          kBytes);
+}
+
+void start_reduce_scatter_block(const Comm& c, chorus_mpi_request& r, const void* send, void* recvbuf, size_t n,
+                                const Datatype& type, MPI_Op op) {
+  const size_t total = n * static_cast<size_t>(c.size);
+  const size_t block = packed_bytes(n, type);
+  if (block == 0) return;
+  auto fast = fast_path(op, type);
+  if (!fast) return start_gathered_reduce_scatter(c, r, send, n, type, op, recvbuf);
+  if (type.contiguous()) {
+    // chorus lets the receive buffer alias block `rank` of the send buffer;
+    // in place, the result then moves to the start of recvbuf.
+    void* own = send == recvbuf ? element(recvbuf, static_cast<size_t>(c.rank) * n, type) : recvbuf;
+    if (own != recvbuf) {
+      r.finish = [recvbuf, own, block](const chorus::Received&) { std::memmove(recvbuf, own, block); };
+    }
+    r.operation = c.chorus.ireduce_scatter(send, own, n * fast->count, fast->dtype, fast->op);
+    return;
+  }
+  r.send_staging = pack_copy(send, total, type);
+  r.recv_staging.resize(block);
+  unpack_when_complete(r, n, type, recvbuf);
+  r.operation =
+      c.chorus.ireduce_scatter(r.send_staging.data(), r.recv_staging.data(), n * fast->count, fast->dtype, fast->op);
+}
+
 }  // namespace chorus::mpi
 
 using namespace chorus::mpi;
@@ -138,12 +181,12 @@ int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype data
 }
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
-  return start("MPI_Ibarrier", comm, request,
+  return start_collective("MPI_Ibarrier", comm, request,
                [&](const Comm& c, chorus_mpi_request& r) { r.operation = c.chorus.ibarrier(); });
 }
 
 int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request* request) {
-  return start("MPI_Ibcast", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+  return start_collective("MPI_Ibcast", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     const Broadcast b = broadcast_args(c, buffer, count, datatype, root);
     if (b.bytes == 0) return;
     if (b.type.contiguous()) {
@@ -162,7 +205,7 @@ int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Com
 
 int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                    MPI_Request* request) {
-  return start("MPI_Iallreduce", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+  return start_collective("MPI_Iallreduce", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     const Reduction a = reduction(c, sendbuf, recvbuf, count, datatype, op, std::nullopt);
     if (a.empty()) return;
     if (!a.fast) return start_gathered_reduction(c, r, a);
@@ -179,7 +222,7 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype d
 
 int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
                 MPI_Comm comm, MPI_Request* request) {
-  return start("MPI_Ireduce", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+  return start_collective("MPI_Ireduce", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     const Reduction a = reduction(c, sendbuf, recvbuf, count, datatype, op, root);
     if (a.empty()) return;
     if (!a.fast) return start_gathered_reduction(c, r, a);
@@ -197,7 +240,7 @@ int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype data
 
 int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  return start("MPI_Iallgather", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+  return start_collective("MPI_Iallgather", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     BlockExchange a = block_exchange(c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, 1);
     if (a.block == 0) return;
     const size_t rank_offset = static_cast<size_t>(c.rank) * a.block;
@@ -221,7 +264,7 @@ int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
 
 int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  return start("MPI_Ialltoall", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+  return start_collective("MPI_Ialltoall", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     BlockExchange a =
         block_exchange(c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, static_cast<size_t>(c.size));
     if (a.in_place) a.send = packed_view(recvbuf, a.total_count, a.rtype);
@@ -239,7 +282,7 @@ int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 
 int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
                               MPI_Comm comm, MPI_Request* request) {
-  return start("MPI_Ireduce_scatter_block", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+  return start_collective("MPI_Ireduce_scatter_block", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     const size_t n = use_count(recvcount, "recvcount");
     const Datatype& type = use_type(datatype, "datatype");
     check_op(op, type);
@@ -247,25 +290,17 @@ int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
     const void* send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     check_buffer(send, total, "sendbuf");
     check_buffer(recvbuf, n, "recvbuf");
-    const size_t block = packed_bytes(n, type);
-    if (block == 0) return;
-    auto fast = fast_path(op, type);
-    if (!fast) return start_gathered_reduce_scatter(c, r, send, n, type, op, recvbuf);
-    if (type.contiguous()) {
-      // chorus lets the receive buffer alias block `rank` of the send buffer;
-      // in place, the result then moves to the start of recvbuf.
-      void* own = send == recvbuf ? element(recvbuf, static_cast<size_t>(c.rank) * n, type) : recvbuf;
-      if (own != recvbuf) {
-        r.finish = [recvbuf, own, block](const chorus::Received&) { std::memmove(recvbuf, own, block); };
-      }
-      r.operation = c.chorus.ireduce_scatter(send, own, n * fast->count, fast->dtype, fast->op);
-      return;
-    }
-    r.send_staging = pack_copy(send, total, type);
-    r.recv_staging.resize(block);
-    unpack_when_complete(r, n, type, recvbuf);
-    r.operation = c.chorus.ireduce_scatter(r.send_staging.data(), r.recv_staging.data(), n * fast->count,
-                                           fast->dtype, fast->op);
+    start_reduce_scatter_block(c, r, send, recvbuf, n, type, op);
+  });
+}
+
+int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                        MPI_Comm comm, MPI_Request* request) {
+  return start_collective("MPI_Ireduce_scatter", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+    const ReduceScatterCounts a = reduce_scatter_counts(c, sendbuf, recvbuf, recvcounts, datatype, op);
+    if (packed_bytes(a.total, a.type) == 0) return;
+    if (a.even()) return start_reduce_scatter_block(c, r, a.send, recvbuf, a.counts[0], a.type, op);
+    start_gathered_reduce_scatter_v(c, r, a.send, a.counts, a.type, op, recvbuf);
   });
 }
 

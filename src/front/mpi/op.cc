@@ -260,4 +260,12 @@ int MPI_Op_free(MPI_Op* op) {
   });
 }
 
+int MPI_Op_commutative(MPI_Op op, int* commute) {
+  return call("MPI_Op_commutative", MPI_COMM_WORLD, [&] {
+    const chorus_mpi_op& o = use_op(op);
+    if (commute == nullptr) fail(MPI_ERR_ARG, "null commute");
+    *commute = o.commutative ? 1 : 0;
+  });
+}
+
 }  // extern "C"

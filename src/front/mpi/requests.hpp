@@ -11,6 +11,7 @@
 
 #include "mpi/internal.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
@@ -66,6 +67,28 @@ void start_gathered_reduction(const Comm& c, chorus_mpi_request& request, const 
 // blocks, so this rank gets every rank's block `rank`.
 void start_gathered_reduce_scatter(const Comm& c, chorus_mpi_request& request, const void* send, size_t count,
                                    const Datatype& type, MPI_Op op, void* recv);
+// Reduce_scatter with uneven blocks, any op: every rank's contribution to
+// this rank's block arrives by ialltoallv and is combined in rank order.
+void start_gathered_reduce_scatter_v(const Comm& c, chorus_mpi_request& request, const void* send,
+                                     const std::vector<size_t>& counts, const Datatype& type, MPI_Op op, void* recv);
+// MPI_(I)reduce_scatter_block's body, and MPI_Ireduce_scatter's when every
+// rank's block has the same count.
+void start_reduce_scatter_block(const Comm& c, chorus_mpi_request& request, const void* send, void* recv,
+                                size_t count, const Datatype& type, MPI_Op op);
+
+// The checked arguments of MPI_(I)reduce_scatter.
+struct ReduceScatterCounts {
+  const Datatype& type;
+  std::vector<size_t> counts;  // elements of each rank's block
+  size_t total;
+  const void* send;            // recvbuf in place
+  bool even() const {
+    return std::all_of(counts.begin(), counts.end(), [&](size_t n) { return n == counts[0]; });
+  }
+};
+ReduceScatterCounts reduce_scatter_counts(const Comm& comm, const void* sendbuf, void* recvbuf,
+                                          const int recvcounts[], MPI_Datatype datatype, MPI_Op op);
+
 // A blocking call's way to a non-blocking strategy: `start(request)` starts
 // the operation in a request of `comm` that is never published, then this
 // waits for it (and runs its completion step) before returning.
@@ -75,6 +98,19 @@ void run_to_completion(MPI_Comm comm, Start&& start) {
   request->blocking = true;
   start(*request);
   wait_unpublished(*request, MPI_STATUS_IGNORE);
+}
+
+// An I-collective: checks the request handle, runs `body(comm, request)`,
+// which starts the operation in a new request, and hands it to the caller.
+template <class Body>
+int start_collective(const char* function, MPI_Comm comm, MPI_Request* request, Body&& body) {
+  return call(function, comm, [&] {
+    check_request_output(request);
+    Comm c = use_comm(comm);
+    RequestPtr started = new_request(comm);
+    body(c, *started);
+    publish(std::move(started), request);
+  });
 }
 
 // Point-to-point argument checks (p2p.cc): MPI_ERR_RANK, MPI_ERR_TAG.

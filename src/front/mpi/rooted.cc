@@ -1,16 +1,22 @@
-// Gather, gatherv, scatter, scatterv, allgatherv and alltoallv: chorus'
-// collectives of the same name (their algorithms and selection: docs/algorithms.md), on the
-// packed bytes of the data.
+// Gather, gatherv, scatter, scatterv, allgatherv, alltoallv and alltoallw,
+// blocking and non-blocking (MPI_Igather .. MPI_Ialltoallw): chorus'
+// collectives of the same name (their algorithms and selection:
+// docs/algorithms.md), on the packed bytes of the data. One body per
+// family serves both forms (Mode): the blocking form runs chorus' blocking
+// call, the I-form starts its i-call in the request, and whatever the call
+// must unpack afterwards runs when the request completes.
 //
 // Contiguous types travel straight from and into the user's buffer: a block
-// of `count` elements is count * extent bytes at displacement * extent.
-// Other types are packed into (or unpacked from) a temporary laid out as
-// blocks one after another. A root's own block in place (MPI_IN_PLACE)
-// stays in the user's buffer for contiguous types.
-#include "mpi/internal.hpp"
+// of `count` elements is count * extent bytes at displacement * extent
+// (alltoallw: at its byte displacement). Other types are packed into (or
+// unpacked from) a temporary laid out as blocks one after another. A root's
+// own block in place (MPI_IN_PLACE) stays in the user's buffer for
+// contiguous types.
+#include "mpi/requests.hpp"
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <numeric>
 
 namespace chorus::mpi {
@@ -37,42 +43,88 @@ void read_counts(const Comm& c, const int* counts_in, const int* displs_in, std:
   }
 }
 
-// Where the blocks of a v-layout of `type` elements travel from or to, in
-// bytes: the user's buffer itself for contiguous types, else a packed
-// temporary (`packed`) whose blocks follow one another.
+// Where the blocks of a v- or w-layout travel from or to, in bytes: the
+// user's buffer itself where every type is contiguous, else a packed
+// temporary (`packed`) whose blocks follow one another. It keeps copies of
+// the types (an I-form's caller may free them before the request
+// completes) and of the counts, so it can unpack after the call returned.
 struct ByteLayout {
-  std::vector<size_t> counts, displs;
-  bool direct = false;
+  std::vector<size_t> counts, displs;  // bytes chorus moves per rank, and where in base()
+  std::vector<size_t> element_counts;  // elements per rank
+  std::vector<size_t> user_offsets;    // bytes from the start of the user's buffer per rank
+  std::vector<Datatype> types;         // one for all ranks, or one per rank (w-forms)
+  bool direct = true;
   Bytes packed;
 
-  ByteLayout(const std::vector<size_t>& element_counts, const std::vector<size_t>& element_displs,
-             const Datatype& type)
-      : counts(element_counts.size()), displs(element_counts.size()), direct(type.contiguous()) {
-    size_t offset = 0;
-    for (size_t r = 0; r < counts.size(); ++r) {
-      counts[r] = packed_bytes(element_counts[r], type);
-      displs[r] = direct ? element_displs[r] * static_cast<size_t>(type.extent) : offset;
-      offset += counts[r];
+  // v-forms: displacements in elements of `type`.
+  ByteLayout(std::vector<size_t> element_counts_in, const std::vector<size_t>& element_displs, const Datatype& type)
+      : element_counts(std::move(element_counts_in)), types{type} {
+    user_offsets.resize(element_displs.size());
+    for (size_t r = 0; r < element_displs.size(); ++r) {
+      user_offsets[r] = element_displs[r] * static_cast<size_t>(type.extent);
     }
-    if (!direct) packed.resize(offset);
+    lay_out();
   }
+  // w-forms: displacements in bytes, a type per rank.
+  ByteLayout(std::vector<size_t> element_counts_in, std::vector<size_t> byte_displs, std::vector<Datatype> per_rank)
+      : element_counts(std::move(element_counts_in)), user_offsets(std::move(byte_displs)), types(std::move(per_rank)) {
+    lay_out();
+  }
+  const Datatype& type(size_t rank) const { return types.size() == 1 ? types[0] : types[rank]; }
   // The buffer chorus reads or writes: the user's, or the packed temporary.
   std::byte* base(void* user) { return direct ? static_cast<std::byte*>(user) : packed.data(); }
   std::byte* block(void* user, size_t rank) { return base(user) + displs[rank]; }
   // Packed temporary <-> user memory, block by block (not for `skip`).
-  void unpack_into(void* user, const std::vector<size_t>& element_counts, const std::vector<size_t>& element_displs,
-                   const Datatype& type, size_t skip = SIZE_MAX) const {
+  void unpack_into(void* user, size_t skip = SIZE_MAX) const {
     if (direct) return;
     for (size_t r = 0; r < counts.size(); ++r) {
-      if (r != skip) unpack(packed.data() + displs[r], element_counts[r], type, element(user, element_displs[r], type));
+      if (r != skip) unpack(packed.data() + displs[r], element_counts[r], type(r), user_block(user, r));
     }
   }
-  void pack_from(const void* user, const std::vector<size_t>& element_counts,
-                 const std::vector<size_t>& element_displs, const Datatype& type) {
+  void pack_from(const void* user) {
     if (direct) return;
-    for (size_t r = 0; r < counts.size(); ++r) {
-      pack(element(user, element_displs[r], type), element_counts[r], type, packed.data() + displs[r]);
+    for (size_t r = 0; r < counts.size(); ++r) pack_one(user, r);
+  }
+  void pack_one(const void* user, size_t rank) {
+    if (!direct) pack(user_block(const_cast<void*>(user), rank), element_counts[rank], type(rank), packed.data() + displs[rank]);
+  }
+
+ private:
+  static std::byte* user_block_of(void* user, size_t offset) { return static_cast<std::byte*>(user) + offset; }
+  std::byte* user_block(void* user, size_t rank) const { return user_block_of(user, user_offsets[rank]); }
+  void lay_out() {
+    const size_t ranks = element_counts.size();
+    counts.resize(ranks);
+    displs.resize(ranks);
+    direct = std::all_of(types.begin(), types.end(), [](const Datatype& t) { return t.contiguous(); });
+    size_t offset = 0;
+    for (size_t r = 0; r < ranks; ++r) {
+      counts[r] = packed_bytes(element_counts[r], type(r));
+      displs[r] = direct ? user_offsets[r] : offset;
+      offset += counts[r];
     }
+    if (!direct) packed.resize(offset);
+  }
+};
+
+// Where a call runs: to completion on this thread (request == nullptr: the
+// blocking forms), or started into an I-form's request. `keep` holds what
+// the call reads or writes (packed temporaries, layouts) until it is done;
+// `after` (unpacking) runs once the data is there.
+struct Mode {
+  chorus_mpi_request* request = nullptr;
+
+  template <class Blocking, class Start>
+  void run(Blocking&& blocking, Start&& start, std::shared_ptr<void> keep, std::function<void()> after = {}) const {
+    if (request == nullptr) {
+      blocking();
+      if (after) after();
+      return;
+    }
+    request->operation = start();
+    request->finish = [keep = std::move(keep), after = std::move(after)](const chorus::Received&) {
+      if (after) after();
+    };
   }
 };
 
@@ -98,78 +150,272 @@ PackedView own_data(const void* sendbuf, int sendcount, MPI_Datatype sendtype) {
   return packed_view(sendbuf, count, type);
 }
 
-// This rank's receive buffer (nothing for MPI_IN_PLACE).
-void check_receive(void* recvbuf, int recvcount, MPI_Datatype recvtype, size_t& count, const Datatype*& type) {
-  if (recvbuf == MPI_IN_PLACE) return;
-  count = use_count(recvcount, "recvcount");
-  type = &use_type(recvtype, "recvtype");
-  check_buffer(recvbuf, count, "recvbuf");
-}
+// What a gather, scatter or allgatherv keeps until it completes.
+struct Staged {
+  PackedView own{nullptr, 0, {}};
+  std::optional<ByteLayout> layout;
+  Bytes received;
+};
 
 // Gather (v or not): every rank's packed block to the root's layout.
-void gather(const Comm& c, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-            const std::vector<size_t>& counts, const std::vector<size_t>& displs, const Datatype* rtype, int root,
+void gather(Mode m, const Comm& c, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+            std::vector<size_t> counts, const std::vector<size_t>& displs, const Datatype* rtype, int root,
             bool uniform_blocks) {
   const bool is_root = c.rank == root;
   const bool in_place = sendbuf == MPI_IN_PLACE;
   if (in_place && !is_root) fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is only allowed at the root");
-  PackedView own = own_data(sendbuf, sendcount, sendtype);
+  auto s = std::make_shared<Staged>();
+  s->own = own_data(sendbuf, sendcount, sendtype);
+  chorus::Communicator& comm = c.chorus;
   if (!is_root) {
-    if (uniform_blocks) return c.chorus.gather(own.data, nullptr, own.bytes, kBytes, root);
-    return c.chorus.gatherv(own.data, own.bytes, nullptr, {}, {}, kBytes, root);
+    const void* data = s->own.data;
+    const size_t bytes = s->own.bytes;
+    if (uniform_blocks) {
+      return m.run([&] { comm.gather(data, nullptr, bytes, kBytes, root); },
+                   [&] { return comm.igather(data, nullptr, bytes, kBytes, root); }, s);
+    }
+    return m.run([&] { comm.gatherv(data, bytes, nullptr, {}, {}, kBytes, root); },
+                 [&] { return comm.igatherv(data, bytes, nullptr, {}, {}, kBytes, root); }, s);
   }
   const auto me = static_cast<size_t>(root);
-  ByteLayout layout(counts, displs, *rtype);
-  if (!in_place) check_own_block(own.bytes, layout.counts[me]);
-  const std::byte* send = in_place && layout.direct ? layout.block(recvbuf, me) : static_cast<const std::byte*>(own.data);
+  ByteLayout& layout = s->layout.emplace(std::move(counts), displs, *rtype);
+  if (!in_place) check_own_block(s->own.bytes, layout.counts[me]);
+  const std::byte* send = in_place && layout.direct ? layout.block(recvbuf, me) : static_cast<const std::byte*>(s->own.data);
   if (in_place && !layout.direct) {
-    pack(element(recvbuf, displs[me], *rtype), counts[me], *rtype, layout.block(recvbuf, me));
+    layout.pack_one(recvbuf, me);
     send = layout.block(recvbuf, me);
   }
+  std::byte* out = layout.base(recvbuf);
+  const size_t mine = layout.counts[me];
+  auto after = [s, recvbuf, skip = in_place ? me : SIZE_MAX] { s->layout->unpack_into(recvbuf, skip); };
   if (uniform_blocks) {
-    c.chorus.gather(send, layout.base(recvbuf), layout.counts[me], kBytes, root);
-  } else {
-    c.chorus.gatherv(send, layout.counts[me], layout.base(recvbuf), layout.counts, layout.displs, kBytes, root);
+    return m.run([&] { comm.gather(send, out, mine, kBytes, root); },
+                 [&] { return comm.igather(send, out, mine, kBytes, root); }, s, after);
   }
-  layout.unpack_into(recvbuf, counts, displs, *rtype, in_place ? me : SIZE_MAX);
+  m.run([&] { comm.gatherv(send, mine, out, layout.counts, layout.displs, kBytes, root); },
+        [&] { return comm.igatherv(send, mine, out, layout.counts, layout.displs, kBytes, root); }, s, after);
 }
 
 // Scatter (v or not): the root's blocks, packed, to every rank.
-void scatter(const Comm& c, const void* sendbuf, const std::vector<size_t>& counts, const std::vector<size_t>& displs,
+void scatter(Mode m, const Comm& c, const void* sendbuf, std::vector<size_t> counts, const std::vector<size_t>& displs,
              const Datatype* stype, void* recvbuf, int recvcount, MPI_Datatype recvtype, int root,
              bool uniform_blocks) {
   const bool is_root = c.rank == root;
   const bool in_place = recvbuf == MPI_IN_PLACE;
   if (in_place && !is_root) fail(MPI_ERR_BUFFER, "MPI_IN_PLACE is only allowed at the root");
   size_t rcount = 0;
-  const Datatype* rtype = nullptr;
-  check_receive(recvbuf, recvcount, recvtype, rcount, rtype);
-  const size_t rbytes = rtype != nullptr ? packed_bytes(rcount, *rtype) : 0;
+  std::optional<Datatype> rtype;  // a copy: unpacked after an I-form returned
+  if (!in_place) {
+    rcount = use_count(recvcount, "recvcount");
+    rtype = use_type(recvtype, "recvtype");
+    check_buffer(recvbuf, rcount, "recvbuf");
+  }
+  const size_t rbytes = rtype ? packed_bytes(rcount, *rtype) : 0;
+  auto s = std::make_shared<Staged>();
   // Received data lands packed unless the receive type is contiguous.
-  Bytes received(rtype != nullptr && !rtype->contiguous() ? rbytes : 0);
-  void* landing = rtype != nullptr && rtype->contiguous() ? recvbuf : received.data();
+  const bool unpacks = rtype && !rtype->contiguous();
+  if (unpacks) s->received.resize(rbytes);
+  void* landing = unpacks ? s->received.data() : recvbuf;
+  std::function<void()> after;
+  if (unpacks) after = [s, rcount, type = *rtype, recvbuf] { unpack(s->received.data(), rcount, type, recvbuf); };
+  chorus::Communicator& comm = c.chorus;
   if (!is_root) {
     if (uniform_blocks) {
-      c.chorus.scatter(nullptr, landing, rbytes, kBytes, root);
-    } else {
-      c.chorus.scatterv(nullptr, {}, {}, landing, rbytes, kBytes, root);
+      return m.run([&] { comm.scatter(nullptr, landing, rbytes, kBytes, root); },
+                   [&] { return comm.iscatter(nullptr, landing, rbytes, kBytes, root); }, s, after);
     }
-  } else {
-    const auto me = static_cast<size_t>(root);
-    ByteLayout layout(counts, displs, *stype);
-    if (!in_place) check_own_block(layout.counts[me], rbytes);
-    layout.pack_from(sendbuf, counts, displs, *stype);
-    // In place the root's block stays in the send buffer (chorus: recv = its place in send).
-    void* own = in_place ? static_cast<void*>(layout.block(const_cast<void*>(sendbuf), me)) : landing;
-    std::byte* send = layout.base(const_cast<void*>(sendbuf));
-    if (uniform_blocks) {
-      c.chorus.scatter(send, own, layout.counts[me], kBytes, root);
-    } else {
-      c.chorus.scatterv(send, layout.counts, layout.displs, own, layout.counts[me], kBytes, root);
-    }
-    if (in_place) return;
+    return m.run([&] { comm.scatterv(nullptr, {}, {}, landing, rbytes, kBytes, root); },
+                 [&] { return comm.iscatterv(nullptr, {}, {}, landing, rbytes, kBytes, root); }, s, after);
   }
-  if (!received.empty()) unpack(received.data(), rcount, *rtype, recvbuf);
+  const auto me = static_cast<size_t>(root);
+  ByteLayout& layout = s->layout.emplace(std::move(counts), displs, *stype);
+  if (!in_place) check_own_block(layout.counts[me], rbytes);
+  layout.pack_from(sendbuf);
+  // In place the root's block stays in the send buffer (chorus: recv = its place in send).
+  void* own = in_place ? static_cast<void*>(layout.block(const_cast<void*>(sendbuf), me)) : landing;
+  if (in_place) after = nullptr;
+  const std::byte* send = layout.base(const_cast<void*>(sendbuf));
+  const size_t mine = layout.counts[me];
+  if (uniform_blocks) {
+    return m.run([&] { comm.scatter(send, own, mine, kBytes, root); },
+                 [&] { return comm.iscatter(send, own, mine, kBytes, root); }, s, after);
+  }
+  m.run([&] { comm.scatterv(send, layout.counts, layout.displs, own, mine, kBytes, root); },
+        [&] { return comm.iscatterv(send, layout.counts, layout.displs, own, mine, kBytes, root); }, s, after);
+}
+
+// Allgatherv: every rank's block to every rank's layout.
+void allgatherv(Mode m, const Comm& c, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                const int recvcounts[], const int displs[], MPI_Datatype recvtype) {
+  const Datatype& rtype = use_type(recvtype, "recvtype");
+  std::vector<size_t> counts, offsets;
+  read_counts(c, recvcounts, displs, counts, offsets);
+  const auto me = static_cast<size_t>(c.rank);
+  check_buffer(recvbuf, std::accumulate(counts.begin(), counts.end(), size_t{0}), "recvbuf");
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  auto s = std::make_shared<Staged>();
+  s->own = own_data(sendbuf, sendcount, sendtype);
+  ByteLayout& layout = s->layout.emplace(std::move(counts), offsets, rtype);
+  if (!in_place && s->own.bytes != layout.counts[me]) {
+    fail(MPI_ERR_TRUNCATE, "sends ", s->own.bytes, " bytes but recvcounts[", me, "] says ", layout.counts[me]);
+  }
+  const void* send = s->own.data;
+  if (in_place) {
+    layout.pack_one(recvbuf, me);
+    send = layout.block(recvbuf, me);
+  }
+  std::byte* out = layout.base(recvbuf);
+  const size_t mine = layout.counts[me];
+  chorus::Communicator& comm = c.chorus;
+  m.run([&] { comm.allgatherv(send, mine, out, layout.counts, layout.displs, kBytes); },
+        [&] { return comm.iallgatherv(send, mine, out, layout.counts, layout.displs, kBytes); }, s,
+        [s, recvbuf, skip = in_place ? me : SIZE_MAX] { s->layout->unpack_into(recvbuf, skip); });
+}
+
+// What an alltoallv or alltoallw keeps until it completes.
+struct Exchanged {
+  std::optional<ByteLayout> in, out;
+};
+
+// Alltoallv and alltoallw once their layouts are read: `out` is where this
+// rank receives, `in` what it sends (none in place: the receive buffer holds
+// the input, laid out as `out`).
+void exchange(Mode m, const Comm& c, const std::shared_ptr<Exchanged>& s, const void* sendbuf, void* recvbuf) {
+  ByteLayout& out = *s->out;
+  chorus::Communicator& comm = c.chorus;
+  auto after = [s, recvbuf] { s->out->unpack_into(recvbuf); };
+  if (!s->in) {
+    out.pack_from(recvbuf);
+    std::byte* both = out.base(recvbuf);
+    return m.run([&] { comm.alltoallv(both, {}, {}, both, out.counts, out.displs, kBytes); },
+                 [&] { return comm.ialltoallv(both, {}, {}, both, out.counts, out.displs, kBytes); }, s, after);
+  }
+  ByteLayout& in = *s->in;
+  const auto me = static_cast<size_t>(c.rank);
+  if (in.counts[me] != out.counts[me]) {
+    fail(MPI_ERR_TRUNCATE, "sends itself ", in.counts[me], " bytes but receives ", out.counts[me], " from itself");
+  }
+  in.pack_from(sendbuf);
+  const std::byte* send = in.base(const_cast<void*>(sendbuf));
+  std::byte* recv = out.base(recvbuf);
+  m.run([&] { comm.alltoallv(send, in.counts, in.displs, recv, out.counts, out.displs, kBytes); },
+        [&] { return comm.ialltoallv(send, in.counts, in.displs, recv, out.counts, out.displs, kBytes); }, s, after);
+}
+
+void alltoallv(Mode m, const Comm& c, const void* sendbuf, const int sendcounts[], const int sdispls[],
+               MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+               MPI_Datatype recvtype) {
+  const Datatype& rtype = use_type(recvtype, "recvtype");
+  std::vector<size_t> rcounts, roffsets;
+  read_counts(c, recvcounts, rdispls, rcounts, roffsets);
+  check_buffer(recvbuf, std::accumulate(rcounts.begin(), rcounts.end(), size_t{0}), "recvbuf");
+  auto s = std::make_shared<Exchanged>();
+  s->out.emplace(std::move(rcounts), roffsets, rtype);
+  if (sendbuf != MPI_IN_PLACE) {
+    const Datatype& stype = use_type(sendtype, "sendtype");
+    std::vector<size_t> scounts, soffsets;
+    read_counts(c, sendcounts, sdispls, scounts, soffsets);
+    check_buffer(sendbuf, std::accumulate(scounts.begin(), scounts.end(), size_t{0}), "sendbuf");
+    s->in.emplace(std::move(scounts), soffsets, stype);
+  }
+  exchange(m, c, s, sendbuf, recvbuf);
+}
+
+// A w-form's types, one per rank, checked and copied.
+std::vector<Datatype> read_types(const Comm& c, const MPI_Datatype* types, const char* name) {
+  if (types == nullptr) fail(MPI_ERR_ARG, "null ", name);
+  std::vector<Datatype> copies;
+  copies.reserve(static_cast<size_t>(c.size));
+  for (int r = 0; r < c.size; ++r) copies.push_back(use_type(types[r], name));
+  return copies;
+}
+
+// Alltoallw: a count, byte displacement and type per rank on both sides.
+void alltoallw(Mode m, const Comm& c, const void* sendbuf, const int sendcounts[], const int sdispls[],
+               const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[], const int rdispls[],
+               const MPI_Datatype recvtypes[]) {
+  std::vector<size_t> rcounts, roffsets;
+  read_counts(c, recvcounts, rdispls, rcounts, roffsets);
+  auto s = std::make_shared<Exchanged>();
+  s->out.emplace(std::move(rcounts), std::move(roffsets), read_types(c, recvtypes, "recvtypes"));
+  if (recvbuf == nullptr && std::any_of(s->out->counts.begin(), s->out->counts.end(), [](size_t n) { return n > 0; })) {
+    fail(MPI_ERR_BUFFER, "null recvbuf with data to receive");
+  }
+  if (sendbuf != MPI_IN_PLACE) {
+    std::vector<size_t> scounts, soffsets;
+    read_counts(c, sendcounts, sdispls, scounts, soffsets);
+    s->in.emplace(std::move(scounts), std::move(soffsets), read_types(c, sendtypes, "sendtypes"));
+    if (sendbuf == nullptr && std::any_of(s->in->counts.begin(), s->in->counts.end(), [](size_t n) { return n > 0; })) {
+      fail(MPI_ERR_BUFFER, "null sendbuf with data to send");
+    }
+  }
+  exchange(m, c, s, sendbuf, recvbuf);
+}
+
+void gather_call(Mode m, const Comm& c, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int root) {
+  check_root(root, c);
+  std::vector<size_t> counts, displs;
+  const Datatype* rtype = nullptr;
+  if (c.rank == root) {
+    const size_t rcount = use_count(recvcount, "recvcount");
+    rtype = &use_type(recvtype, "recvtype");
+    check_buffer(recvbuf, rcount * static_cast<size_t>(c.size), "recvbuf");
+    uniform(static_cast<size_t>(c.size), rcount, counts, displs);
+  }
+  gather(m, c, sendbuf, sendcount, sendtype, recvbuf, std::move(counts), displs, rtype, root, true);
+}
+
+void gatherv_call(Mode m, const Comm& c, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root) {
+  check_root(root, c);
+  std::vector<size_t> counts, offsets;
+  const Datatype* rtype = nullptr;
+  if (c.rank == root) {
+    rtype = &use_type(recvtype, "recvtype");
+    read_counts(c, recvcounts, displs, counts, offsets);
+    check_buffer(recvbuf, std::accumulate(counts.begin(), counts.end(), size_t{0}), "recvbuf");
+  }
+  gather(m, c, sendbuf, sendcount, sendtype, recvbuf, std::move(counts), offsets, rtype, root, false);
+}
+
+void scatter_call(Mode m, const Comm& c, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  int recvcount, MPI_Datatype recvtype, int root) {
+  check_root(root, c);
+  std::vector<size_t> counts, displs;
+  const Datatype* stype = nullptr;
+  if (c.rank == root) {
+    const size_t scount = use_count(sendcount, "sendcount");
+    stype = &use_type(sendtype, "sendtype");
+    check_buffer(sendbuf, scount * static_cast<size_t>(c.size), "sendbuf");
+    uniform(static_cast<size_t>(c.size), scount, counts, displs);
+  }
+  scatter(m, c, sendbuf, std::move(counts), displs, stype, recvbuf, recvcount, recvtype, root, true);
+}
+
+void scatterv_call(Mode m, const Comm& c, const void* sendbuf, const int sendcounts[], const int displs[],
+                   MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, int root) {
+  check_root(root, c);
+  std::vector<size_t> counts, offsets;
+  const Datatype* stype = nullptr;
+  if (c.rank == root) {
+    stype = &use_type(sendtype, "sendtype");
+    read_counts(c, sendcounts, displs, counts, offsets);
+    check_buffer(sendbuf, std::accumulate(counts.begin(), counts.end(), size_t{0}), "sendbuf");
+  }
+  scatter(m, c, sendbuf, std::move(counts), offsets, stype, recvbuf, recvcount, recvtype, root, false);
+}
+
+// The blocking form of a family: its body run to completion here.
+template <class Body>
+int blocking(const char* function, MPI_Comm comm, Body&& body) {
+  return call(function, comm, [&] { body(Mode{}, use_comm(comm)); });
+}
+// The I-form: its body started into a new request.
+template <class Body>
+int nonblocking(const char* function, MPI_Comm comm, MPI_Request* request, Body&& body) {
+  return start_collective(function, comm, request,
+                          [&](const Comm& c, chorus_mpi_request& r) { body(Mode{&r}, c); });
 }
 
 }  // namespace
@@ -182,123 +428,96 @@ extern "C" {
 
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return call("MPI_Gather", comm, [&] {
-    Comm c = use_comm(comm);
-    check_root(root, c);
-    std::vector<size_t> counts, displs;
-    const Datatype* rtype = nullptr;
-    if (c.rank == root) {
-      const size_t rcount = use_count(recvcount, "recvcount");
-      rtype = &use_type(recvtype, "recvtype");
-      check_buffer(recvbuf, rcount * static_cast<size_t>(c.size), "recvbuf");
-      uniform(static_cast<size_t>(c.size), rcount, counts, displs);
-    }
-    gather(c, sendbuf, sendcount, sendtype, recvbuf, counts, displs, rtype, root, true);
+  return blocking("MPI_Gather", comm, [&](Mode m, const Comm& c) {
+    gather_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root);
+  });
+}
+int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  return nonblocking("MPI_Igather", comm, request, [&](Mode m, const Comm& c) {
+    gather_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root);
   });
 }
 
 int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                 const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return call("MPI_Gatherv", comm, [&] {
-    Comm c = use_comm(comm);
-    check_root(root, c);
-    std::vector<size_t> counts, offsets;
-    const Datatype* rtype = nullptr;
-    if (c.rank == root) {
-      rtype = &use_type(recvtype, "recvtype");
-      read_counts(c, recvcounts, displs, counts, offsets);
-      check_buffer(recvbuf, std::accumulate(counts.begin(), counts.end(), size_t{0}), "recvbuf");
-    }
-    gather(c, sendbuf, sendcount, sendtype, recvbuf, counts, offsets, rtype, root, false);
+  return blocking("MPI_Gatherv", comm, [&](Mode m, const Comm& c) {
+    gatherv_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root);
+  });
+}
+int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                 const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  return nonblocking("MPI_Igatherv", comm, request, [&](Mode m, const Comm& c) {
+    gatherv_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root);
   });
 }
 
 int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                 MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return call("MPI_Scatter", comm, [&] {
-    Comm c = use_comm(comm);
-    check_root(root, c);
-    std::vector<size_t> counts, displs;
-    const Datatype* stype = nullptr;
-    if (c.rank == root) {
-      const size_t scount = use_count(sendcount, "sendcount");
-      stype = &use_type(sendtype, "sendtype");
-      check_buffer(sendbuf, scount * static_cast<size_t>(c.size), "sendbuf");
-      uniform(static_cast<size_t>(c.size), scount, counts, displs);
-    }
-    scatter(c, sendbuf, counts, displs, stype, recvbuf, recvcount, recvtype, root, true);
+  return blocking("MPI_Scatter", comm, [&](Mode m, const Comm& c) {
+    scatter_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root);
+  });
+}
+int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                 MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  return nonblocking("MPI_Iscatter", comm, request, [&](Mode m, const Comm& c) {
+    scatter_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root);
   });
 }
 
 int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return call("MPI_Scatterv", comm, [&] {
-    Comm c = use_comm(comm);
-    check_root(root, c);
-    std::vector<size_t> counts, offsets;
-    const Datatype* stype = nullptr;
-    if (c.rank == root) {
-      stype = &use_type(sendtype, "sendtype");
-      read_counts(c, sendcounts, displs, counts, offsets);
-      check_buffer(sendbuf, std::accumulate(counts.begin(), counts.end(), size_t{0}), "sendbuf");
-    }
-    scatter(c, sendbuf, counts, offsets, stype, recvbuf, recvcount, recvtype, root, false);
+  return blocking("MPI_Scatterv", comm, [&](Mode m, const Comm& c) {
+    scatterv_call(m, c, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root);
+  });
+}
+int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                  MPI_Request* request) {
+  return nonblocking("MPI_Iscatterv", comm, request, [&](Mode m, const Comm& c) {
+    scatterv_call(m, c, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root);
   });
 }
 
 int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                    const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return call("MPI_Allgatherv", comm, [&] {
-    Comm c = use_comm(comm);
-    const Datatype& rtype = use_type(recvtype, "recvtype");
-    std::vector<size_t> counts, offsets;
-    read_counts(c, recvcounts, displs, counts, offsets);
-    const auto me = static_cast<size_t>(c.rank);
-    check_buffer(recvbuf, std::accumulate(counts.begin(), counts.end(), size_t{0}), "recvbuf");
-    const bool in_place = sendbuf == MPI_IN_PLACE;
-    PackedView own = own_data(sendbuf, sendcount, sendtype);
-    ByteLayout layout(counts, offsets, rtype);
-    if (!in_place && own.bytes != layout.counts[me]) {
-      fail(MPI_ERR_TRUNCATE, "sends ", own.bytes, " bytes but recvcounts[", me, "] says ", layout.counts[me]);
-    }
-    const void* send = own.data;
-    if (in_place) {
-      if (!layout.direct) pack(element(recvbuf, offsets[me], rtype), counts[me], rtype, layout.block(recvbuf, me));
-      send = layout.block(recvbuf, me);
-    }
-    c.chorus.allgatherv(send, layout.counts[me], layout.base(recvbuf), layout.counts, layout.displs, kBytes);
-    layout.unpack_into(recvbuf, counts, offsets, rtype, in_place ? me : SIZE_MAX);
+  return blocking("MPI_Allgatherv", comm, [&](Mode m, const Comm& c) {
+    allgatherv(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype);
+  });
+}
+int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                    const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return nonblocking("MPI_Iallgatherv", comm, request, [&](Mode m, const Comm& c) {
+    allgatherv(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype);
   });
 }
 
 int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                   void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return call("MPI_Alltoallv", comm, [&] {
-    Comm c = use_comm(comm);
-    const Datatype& rtype = use_type(recvtype, "recvtype");
-    std::vector<size_t> rcounts, roffsets;
-    read_counts(c, recvcounts, rdispls, rcounts, roffsets);
-    check_buffer(recvbuf, std::accumulate(rcounts.begin(), rcounts.end(), size_t{0}), "recvbuf");
-    ByteLayout out(rcounts, roffsets, rtype);
-    if (sendbuf == MPI_IN_PLACE) {
-      // The receive buffer holds the input, laid out by recvcounts/rdispls.
-      out.pack_from(recvbuf, rcounts, roffsets, rtype);
-      c.chorus.alltoallv(out.base(recvbuf), {}, {}, out.base(recvbuf), out.counts, out.displs, kBytes);
-      return out.unpack_into(recvbuf, rcounts, roffsets, rtype);
-    }
-    const Datatype& stype = use_type(sendtype, "sendtype");
-    std::vector<size_t> scounts, soffsets;
-    read_counts(c, sendcounts, sdispls, scounts, soffsets);
-    check_buffer(sendbuf, std::accumulate(scounts.begin(), scounts.end(), size_t{0}), "sendbuf");
-    ByteLayout in(scounts, soffsets, stype);
-    const auto me = static_cast<size_t>(c.rank);
-    if (in.counts[me] != out.counts[me]) {
-      fail(MPI_ERR_TRUNCATE, "sends itself ", in.counts[me], " bytes but receives ", out.counts[me], " from itself");
-    }
-    in.pack_from(sendbuf, scounts, soffsets, stype);
-    c.chorus.alltoallv(in.base(const_cast<void*>(sendbuf)), in.counts, in.displs, out.base(recvbuf), out.counts,
-                       out.displs, kBytes);
-    out.unpack_into(recvbuf, rcounts, roffsets, rtype);
+  return blocking("MPI_Alltoallv", comm, [&](Mode m, const Comm& c) {
+    alltoallv(m, c, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype);
+  });
+}
+int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                   void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                   MPI_Request* request) {
+  return nonblocking("MPI_Ialltoallv", comm, request, [&](Mode m, const Comm& c) {
+    alltoallv(m, c, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype);
+  });
+}
+
+int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                  void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                  MPI_Comm comm) {
+  return blocking("MPI_Alltoallw", comm, [&](Mode m, const Comm& c) {
+    alltoallw(m, c, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes);
+  });
+}
+int MPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                   void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                   MPI_Comm comm, MPI_Request* request) {
+  return nonblocking("MPI_Ialltoallw", comm, request, [&](Mode m, const Comm& c) {
+    alltoallw(m, c, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes);
   });
 }
 

@@ -90,46 +90,6 @@ int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count
   return unsupported("MPI_Get_elements", MPI_COMM_WORLD);
 }
 
-// --- Collectives
-int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
-                  void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
-                  MPI_Comm comm) {
-  return unsupported("MPI_Alltoallw", comm);
-}
-int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype, MPI_Op op) {
-  return unsupported("MPI_Reduce_local", MPI_COMM_WORLD);
-}
-int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
-                    const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  return unsupported("MPI_Iallgatherv", comm);
-}
-int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
-  return unsupported("MPI_Igather", comm);
-}
-int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
-                 const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
-  return unsupported("MPI_Igatherv", comm);
-}
-int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                 MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
-  return unsupported("MPI_Iscatter", comm);
-}
-int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
-                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                  MPI_Request* request) {
-  return unsupported("MPI_Iscatterv", comm);
-}
-int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                   void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
-                   MPI_Request* request) {
-  return unsupported("MPI_Ialltoallv", comm);
-}
-int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
-                        MPI_Comm comm, MPI_Request* request) {
-  return unsupported("MPI_Ireduce_scatter", comm);
-}
-
 // --- Groups and communicators
 int MPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
   return unsupported("MPI_Comm_group", MPI_COMM_WORLD);
