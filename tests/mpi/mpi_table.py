@@ -41,14 +41,14 @@ FAMILIES = [
         "MPI_Group_size", "MPI_Group_rank", "MPI_Group_translate_ranks", "MPI_Group_compare", "MPI_Comm_group",
         "MPI_Group_union", "MPI_Group_intersection", "MPI_Group_difference", "MPI_Group_incl", "MPI_Group_excl",
         "MPI_Group_range_incl", "MPI_Group_range_excl", "MPI_Group_free"]),
-    ("communicators (6.4)", "needs groups, info objects or non-blocking creation, not implemented yet", [
+    ("communicators (6.4)", "MPI_Comm_create_group needs a chorus communicator made by its members alone (chorus splits over the parent); info objects and non-blocking creation are not implemented", [
         "MPI_Comm_size", "MPI_Comm_rank", "MPI_Comm_compare", "MPI_Comm_dup", "MPI_Comm_dup_with_info",
         "MPI_Comm_idup", "MPI_Comm_create", "MPI_Comm_create_group", "MPI_Comm_split", "MPI_Comm_split_type",
         "MPI_Comm_free", "MPI_Comm_set_info", "MPI_Comm_get_info"]),
     ("intercommunicators (6.6)", "chorus communicators are intracommunicators only", [
         "MPI_Comm_test_inter", "MPI_Comm_remote_size", "MPI_Comm_remote_group", "MPI_Intercomm_create",
         "MPI_Intercomm_merge"]),
-    ("attributes and names (6.7, 6.8)", "attribute caching is not implemented", [
+    ("attributes and names (6.7, 6.8)", "attribute caching (keyvals) is not implemented: MPI_Comm_get_attr knows the predefined attributes only", [
         "MPI_Comm_create_keyval", "MPI_Comm_free_keyval", "MPI_Comm_set_attr", "MPI_Comm_get_attr",
         "MPI_Comm_delete_attr", "MPI_Type_create_keyval", "MPI_Type_free_keyval", "MPI_Type_set_attr",
         "MPI_Type_get_attr", "MPI_Type_delete_attr", "MPI_Comm_set_name", "MPI_Comm_get_name",

@@ -160,7 +160,14 @@ extern struct chorus_mpi_op chorus_mpi_sum, chorus_mpi_prod, chorus_mpi_min, cho
 #define MPI_ROOT (-4)
 #define MPI_UNDEFINED (-32766)
 #define MPI_KEYVAL_INVALID (-1)
-#define MPI_TAG_UB 0 /* attribute key (MPI_Comm_get_attr is declared only); tags go up to 2^31-1 */
+/* Predefined attribute keys (MPI_Comm_get_attr); tags go up to 2^31-1. */
+#define MPI_TAG_UB 0
+#define MPI_HOST 1
+#define MPI_IO 2
+#define MPI_WTIME_IS_GLOBAL 3
+#define MPI_APPNUM 4
+#define MPI_LASTUSEDCODE 5
+#define MPI_UNIVERSE_SIZE 6
 
 #define MPI_MAX_ERROR_STRING 256
 #define MPI_MAX_OBJECT_NAME 64
@@ -290,6 +297,31 @@ int MPI_Comm_size(MPI_Comm comm, int* size);
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm);
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
 int MPI_Comm_free(MPI_Comm* comm);
+
+/* Groups (as MPI_COMM_WORLD ranks) and the communicator calls built on
+ * them; MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) splits by host; only the
+ * predefined attributes (MPI_TAG_UB, MPI_HOST, MPI_IO, MPI_WTIME_IS_GLOBAL,
+ * MPI_UNIVERSE_SIZE, MPI_APPNUM, MPI_LASTUSEDCODE) exist. */
+int MPI_Comm_group(MPI_Comm comm, MPI_Group* group);
+int MPI_Group_size(MPI_Group group, int* size);
+int MPI_Group_rank(MPI_Group group, int* rank);
+int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup);
+int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup);
+int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2, int ranks2[]);
+int MPI_Group_free(MPI_Group* group);
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm);
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm);
+int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result);
+int MPI_Comm_test_inter(MPI_Comm comm, int* flag);
+int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag);
+int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name);
+int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen);
+int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int* result);
+int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
+int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
+int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
+int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup);
+int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup);
 
 /* Collectives. */
 int MPI_Barrier(MPI_Comm comm);
@@ -439,21 +471,7 @@ int MPI_Start(MPI_Request* request);
 int MPI_Startall(int count, MPI_Request array_of_requests[]);
 int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count);
 
-/* Groups and communicators */
-int MPI_Comm_group(MPI_Comm comm, MPI_Group* group);
-int MPI_Group_size(MPI_Group group, int* size);
-int MPI_Group_rank(MPI_Group group, int* rank);
-int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup);
-int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup);
-int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2, int ranks2[]);
-int MPI_Group_free(MPI_Group* group);
-int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm);
-int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm);
-int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result);
-int MPI_Comm_test_inter(MPI_Comm comm, int* flag);
-int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag);
-int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name);
-int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen);
+/* Error handlers and info */
 int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* comm_errhandler_fn, MPI_Errhandler* errhandler);
 int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode);
 int MPI_Info_create(MPI_Info* info);

@@ -50,16 +50,29 @@ void exchange(const Comm& comm, int peer, const void* send, size_t send_bytes, v
 namespace {
 
 // Wraps a new chorus communicator (and its private dup, collective over it)
-// in a handle that inherits the parent's error handler.
-MPI_Comm make_comm(chorus::Communicator communicator, MPI_Errhandler errhandler) {
+// in a handle that inherits the parent's error handler. `world_ranks`: its
+// members' ranks in MPI_COMM_WORLD (groups).
+MPI_Comm make_comm(chorus::Communicator communicator, MPI_Errhandler errhandler, std::vector<int> world_ranks) {
   auto chorus_comm = std::make_unique<chorus::Communicator>(std::move(communicator));
   auto internal = std::make_unique<chorus::Communicator>(chorus_comm->dup());
-  auto* comm = new chorus_mpi_comm{kCommMagic, chorus_comm.release(), internal.release(), errhandler, nullptr, false};
+  auto* comm = new chorus_mpi_comm{kCommMagic, chorus_comm.release(), internal.release(), errhandler, nullptr, false,
+                                   std::move(world_ranks), {}};
   register_comm(comm);
   return comm;
 }
 
 }  // namespace
+
+MPI_Comm split_comm(MPI_Comm parent, const Comm& c, int color, int key) {
+  if (color < 0 && color != MPI_UNDEFINED) fail(MPI_ERR_ARG, "color ", color, " is negative and not MPI_UNDEFINED");
+  auto child = c.chorus.split(color == MPI_UNDEFINED ? -1 : color, key);
+  if (!child) return MPI_COMM_NULL;
+  // Each member's rank in MPI_COMM_WORLD, by its rank in the new communicator.
+  const int32_t mine = world_rank();
+  std::vector<int32_t> everyone(static_cast<size_t>(child->size()));
+  child->allgather(&mine, everyone.data(), 1, chorus::DataType::int32);
+  return make_comm(std::move(*child), parent->errhandler, std::vector<int>(everyone.begin(), everyone.end()));
+}
 
 }  // namespace chorus::mpi
 
@@ -88,7 +101,7 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
     Comm c = use_comm(comm);
     if (newcomm == nullptr) fail(MPI_ERR_ARG, "null newcomm");
     *newcomm = MPI_COMM_NULL;
-    *newcomm = make_comm(c.chorus.dup(), comm->errhandler);
+    *newcomm = make_comm(c.chorus.dup(), comm->errhandler, comm->world_ranks);
   });
 }
 
@@ -96,10 +109,8 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
   return call("MPI_Comm_split", comm, [&] {
     Comm c = use_comm(comm);
     if (newcomm == nullptr) fail(MPI_ERR_ARG, "null newcomm");
-    if (color < 0 && color != MPI_UNDEFINED) fail(MPI_ERR_ARG, "color ", color, " is negative and not MPI_UNDEFINED");
     *newcomm = MPI_COMM_NULL;
-    auto child = c.chorus.split(color == MPI_UNDEFINED ? -1 : color, key);
-    if (child) *newcomm = make_comm(std::move(*child), comm->errhandler);
+    *newcomm = split_comm(comm, c, color, key);
   });
 }
 

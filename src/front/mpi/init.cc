@@ -15,10 +15,9 @@
 extern "C" {
 // Connected by MPI_Init; until then their chorus communicators are null.
 struct chorus_mpi_comm chorus_mpi_comm_world = {chorus::mpi::kCommMagic, nullptr, nullptr,
-                                                &chorus_mpi_errors_are_fatal, "MPI_COMM_WORLD", true};
+                                                &chorus_mpi_errors_are_fatal, "MPI_COMM_WORLD", true, {}, {}};
 struct chorus_mpi_comm chorus_mpi_comm_self = {chorus::mpi::kCommMagic, nullptr, nullptr,
-                                               &chorus_mpi_errors_are_fatal, "MPI_COMM_SELF", true};
-struct chorus_mpi_group chorus_mpi_group_empty = {0};
+                                               &chorus_mpi_errors_are_fatal, "MPI_COMM_SELF", true, {}, {}};
 }
 
 namespace chorus::mpi {
@@ -68,6 +67,9 @@ void initialize(int required, int* provided) {
   auto self = std::make_unique<chorus::Communicator>(std::move(*world->split(world->rank(), 0)));
   auto self_internal = std::make_unique<chorus::Communicator>(self->dup());
   s.world_rank = world->rank();
+  chorus_mpi_comm_world.world_ranks.resize(static_cast<size_t>(world->size()));
+  for (int r = 0; r < world->size(); ++r) chorus_mpi_comm_world.world_ranks[static_cast<size_t>(r)] = r;
+  chorus_mpi_comm_self.world_ranks = {world->rank()};
   chorus_mpi_comm_world.chorus = world.release();
   chorus_mpi_comm_world.internal = world_internal.release();
   chorus_mpi_comm_self.chorus = self.release();

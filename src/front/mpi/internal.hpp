@@ -30,8 +30,11 @@ struct chorus_mpi_errhandler {
   const char* name;
 };
 
+// An ordered set of processes, as their ranks in MPI_COMM_WORLD.
 struct chorus_mpi_group {
-  int unused;
+  uint32_t magic;
+  std::vector<int> world_ranks;
+  bool predefined;
 };
 
 struct chorus_mpi_comm {
@@ -41,6 +44,8 @@ struct chorus_mpi_comm {
   MPI_Errhandler errhandler;
   const char* name;  // predefined communicators only
   bool predefined;
+  std::vector<int> world_ranks;  // the members' ranks in MPI_COMM_WORLD, by rank here (MPI_Comm_group)
+  std::string user_name;         // MPI_Comm_set_name's
 };
 
 namespace chorus::mpi {
@@ -48,6 +53,7 @@ namespace chorus::mpi {
 inline constexpr uint32_t kCommMagic = 0x636f6d6d;  // "comm"
 inline constexpr uint32_t kTypeMagic = 0x74797065;  // "type"
 inline constexpr uint32_t kOpMagic = 0x6f702020;    // "op  "
+inline constexpr uint32_t kGroupMagic = 0x67727570; // "grup"
 
 // The element type predefined reductions work on.
 enum class Basic : uint8_t {
@@ -177,6 +183,9 @@ struct Comm {
   int size;
 };
 Comm use_comm(MPI_Comm comm);                                   // MPI_ERR_COMM
+// Collective over `parent` (c): the new communicator of this rank's color,
+// ordered by key (MPI_COMM_NULL for MPI_UNDEFINED), with its members' world ranks.
+MPI_Comm split_comm(MPI_Comm parent, const Comm& c, int color, int key);
 const Datatype& use_type(MPI_Datatype datatype, const char* role);  // MPI_ERR_TYPE (valid and committed)
 size_t use_count(int count, const char* role);                  // MPI_ERR_COUNT
 void check_root(int root, const Comm& comm);                    // MPI_ERR_ROOT

@@ -91,48 +91,6 @@ int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count
 }
 
 // --- Groups and communicators
-int MPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
-  return unsupported("MPI_Comm_group", MPI_COMM_WORLD);
-}
-int MPI_Group_size(MPI_Group group, int* size) {
-  return unsupported("MPI_Group_size", MPI_COMM_WORLD);
-}
-int MPI_Group_rank(MPI_Group group, int* rank) {
-  return unsupported("MPI_Group_rank", MPI_COMM_WORLD);
-}
-int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
-  return unsupported("MPI_Group_incl", MPI_COMM_WORLD);
-}
-int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
-  return unsupported("MPI_Group_excl", MPI_COMM_WORLD);
-}
-int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2, int ranks2[]) {
-  return unsupported("MPI_Group_translate_ranks", MPI_COMM_WORLD);
-}
-int MPI_Group_free(MPI_Group* group) {
-  return unsupported("MPI_Group_free", MPI_COMM_WORLD);
-}
-int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
-  return unsupported("MPI_Comm_create", comm);
-}
-int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm) {
-  return unsupported("MPI_Comm_split_type", comm);
-}
-int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result) {
-  return unsupported("MPI_Comm_compare", MPI_COMM_WORLD);
-}
-int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {
-  return unsupported("MPI_Comm_test_inter", comm);
-}
-int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag) {
-  return unsupported("MPI_Comm_get_attr", comm);
-}
-int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name) {
-  return unsupported("MPI_Comm_set_name", comm);
-}
-int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen) {
-  return unsupported("MPI_Comm_get_name", comm);
-}
 int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* comm_errhandler_fn, MPI_Errhandler* errhandler) {
   return unsupported("MPI_Comm_create_errhandler", MPI_COMM_WORLD);
 }
