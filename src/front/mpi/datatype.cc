@@ -1,5 +1,7 @@
-// Datatypes: the predefined ones, contiguous and vector derived types, and
-// packing between a buffer's memory layout and the packed bytes that travel.
+// Datatypes: the predefined ones, derived types (contiguous, vector,
+// hvector, indexed, hindexed, indexed_block, hindexed_block, struct,
+// resized, dup), and packing between a buffer's memory layout and the
+// packed bytes that travel.
 //
 // A type is described by the memory layout of one element (a list of blocks,
 // in type-map order; none means the element is `extent` contiguous bytes)
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <climits>
 #include <complex>
+#include <optional>
 #include <cstdio>
 #include <cstring>
 #include <type_traits>
@@ -41,7 +44,7 @@ struct ValueIndex {
 // A predefined type: one contiguous element of `extent` bytes holding `size` bytes of data.
 chorus_mpi_datatype predefined(const char* name, Basic basic, size_t size, size_t extent) {
   return chorus_mpi_datatype{kTypeMagic, name, basic, 1, static_cast<int>(size), static_cast<MPI_Aint>(extent),
-                             extent, true, true, {}};
+                             extent, true, true, {}, 0, {}};
 }
 
 template <class T>
@@ -70,29 +73,100 @@ void append_element(std::vector<Block>& blocks, const Datatype& type, MPI_Aint o
   for (const Block& block : type.blocks) append(blocks, Block{offset + block.offset, block.length});
 }
 
-// A derived type of `elements` elements of `old` at the given element
-// offsets (in units of old's extent), with extent `extent_elements` * old extent.
-MPI_Datatype derive(const Datatype& old, const std::vector<MPI_Aint>& element_offsets, MPI_Aint extent_elements) {
-  const size_t elements = element_offsets.size();
-  if (old.size != 0 && elements > static_cast<size_t>(INT_MAX / old.size)) {
-    fail(MPI_ERR_ARG, "the type would hold more than INT_MAX bytes");
-  }
+// One piece of a derived type: `count` elements of `type` from byte
+// displacement `displacement` (consecutive elements one extent apart).
+struct Piece {
+  const Datatype* type;
+  MPI_Aint displacement;
+  size_t count;
+};
+
+// A derived type made of `pieces` in type-map order. Its bounds are those
+// of the pieces (lb the lowest piece lower bound, extent up to the highest
+// upper bound), unless `bounds` gives them (MPI_Type_create_resized).
+MPI_Datatype derive(const std::vector<Piece>& pieces, std::optional<std::pair<MPI_Aint, MPI_Aint>> bounds = {}) {
   auto type = std::make_unique<chorus_mpi_datatype>();
   type->magic = kTypeMagic;
   type->name = "";
-  type->basic = old.basic;
-  type->basic_count = elements * old.basic_count;
-  type->size = static_cast<int>(elements) * old.size;
-  type->extent = extent_elements * old.extent;
-  type->packed_size = elements * old.packed_size;
+  type->basic = pieces.empty() ? Basic::opaque : pieces.front().type->basic;
+  type->basic_count = 0;
   type->predefined = false;
   type->committed = false;
-  for (MPI_Aint index : element_offsets) append_element(type->blocks, old, index * old.extent);
+  type->packed_size = 0;
+  long long size = 0;
+  MPI_Aint lb = 0, ub = 0;
+  bool first = true;
+  for (const Piece& piece : pieces) {
+    const Datatype& old = *piece.type;
+    // Predefined reductions need one basic type throughout.
+    if (old.basic != type->basic) type->basic = Basic::opaque;
+    type->basic_count += piece.count * old.basic_count;
+    type->packed_size += piece.count * old.packed_size;
+    size += static_cast<long long>(piece.count) * old.size;
+    if (size > INT_MAX) fail(MPI_ERR_ARG, "the type would hold more than INT_MAX bytes");
+    for (size_t i = 0; i < piece.count; ++i) {
+      append_element(type->blocks, old, piece.displacement + static_cast<MPI_Aint>(i) * old.extent);
+    }
+    if (piece.count == 0) continue;
+    const MPI_Aint low = piece.displacement + old.lb;
+    const MPI_Aint high = low + static_cast<MPI_Aint>(piece.count - 1) * old.extent + old.extent;
+    lb = first ? low : std::min(lb, low);
+    ub = first ? high : std::max(ub, high);
+    first = false;
+  }
+  type->size = static_cast<int>(size);
+  type->lb = bounds ? bounds->first : lb;
+  type->extent = bounds ? bounds->second : ub - lb;
   const bool one_piece = type->blocks.size() == 1 && type->blocks[0].offset == 0 &&
-                         static_cast<MPI_Aint>(type->blocks[0].length) == type->extent;
+                         static_cast<MPI_Aint>(type->blocks[0].length) == type->extent && type->lb == 0;
   if (one_piece || type->packed_size == 0) type->blocks.clear();
   if (type->packed_size == 0) type->extent = std::max<MPI_Aint>(type->extent, 0);
   return type.release();
+}
+
+// `elements` elements of `old` at the given element offsets (in units of
+// old's extent): contiguous, vector, indexed.
+MPI_Datatype derive(const Datatype& old, const std::vector<MPI_Aint>& element_offsets, MPI_Aint extent_elements) {
+  std::vector<Piece> pieces;
+  pieces.reserve(element_offsets.size());
+  for (MPI_Aint index : element_offsets) pieces.push_back(Piece{&old, index * old.extent, 1});
+  return derive(pieces, std::make_pair(old.lb, extent_elements * old.extent));
+}
+
+const Datatype& use_any_type(MPI_Datatype datatype, const char* role);
+
+void check_new_type(MPI_Datatype* newtype) {
+  if (newtype == nullptr) fail(MPI_ERR_ARG, "null newtype");
+}
+
+// The pieces of the indexed family and struct: `count` blocks, each of
+// lengths[i] (or *same_length) elements of old (or types[i]) at
+// displacement displs[i] * unit (int displacements) or byte_displs[i].
+std::vector<Piece> indexed_pieces(int count, const int* lengths, const int* same_length, const int* displs,
+                                  const MPI_Aint* byte_displs, const Datatype* old, const MPI_Datatype* types,
+                                  MPI_Aint unit) {
+  const size_t n = use_count(count, "count");
+  if (n > 0 && lengths == nullptr && same_length == nullptr) fail(MPI_ERR_ARG, "null array_of_blocklengths");
+  if (n > 0 && displs == nullptr && byte_displs == nullptr) fail(MPI_ERR_ARG, "null array_of_displacements");
+  std::vector<Piece> pieces;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t length = use_count(same_length != nullptr ? *same_length : lengths[i], "blocklength");
+    const Datatype& type = old != nullptr ? *old : use_any_type(types[i], "array_of_types[i]");
+    const MPI_Aint displacement = displs != nullptr ? static_cast<MPI_Aint>(displs[i]) * unit : byte_displs[i];
+    pieces.push_back(Piece{&type, displacement, length});
+  }
+  return pieces;
+}
+
+// The lowest and highest byte one element of `type` touches.
+std::pair<MPI_Aint, MPI_Aint> true_bounds(const Datatype& type) {
+  if (type.contiguous()) return {0, type.predefined ? type.size : type.extent};
+  MPI_Aint low = type.blocks.front().offset, high = low;
+  for (const Block& block : type.blocks) {
+    low = std::min(low, block.offset);
+    high = std::max(high, block.offset + static_cast<MPI_Aint>(block.length));
+  }
+  return {low, high};
 }
 
 const Datatype& use_any_type(MPI_Datatype datatype, const char* role) {
@@ -228,7 +302,7 @@ int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent) {
   return call("MPI_Type_get_extent", MPI_COMM_WORLD, [&] {
     const Datatype& type = use_any_type(datatype, "datatype");
     if (lb == nullptr || extent == nullptr) fail(MPI_ERR_ARG, "null lb or extent");
-    *lb = 0;
+    *lb = type.lb;
     *extent = type.extent;
   });
 }
@@ -237,7 +311,7 @@ int MPI_Type_get_name(MPI_Datatype datatype, char* type_name, int* resultlen) {
   return call("MPI_Type_get_name", MPI_COMM_WORLD, [&] {
     const Datatype& type = use_any_type(datatype, "datatype");
     if (type_name == nullptr || resultlen == nullptr) fail(MPI_ERR_ARG, "null type_name or resultlen");
-    std::snprintf(type_name, MPI_MAX_OBJECT_NAME, "%s", type.name);
+    std::snprintf(type_name, MPI_MAX_OBJECT_NAME, "%s", type.user_name.empty() ? type.name : type.user_name.c_str());
     *resultlen = static_cast<int>(std::strlen(type_name));
   });
 }
@@ -259,8 +333,8 @@ int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype
     const size_t length = use_count(blocklength, "blocklength");
     const Datatype& old = use_any_type(oldtype, "oldtype");
     if (newtype == nullptr) fail(MPI_ERR_ARG, "null newtype");
-    // A negative stride would give the type a negative lower bound, which
-    // this subset does not model (no MPI_Type_create_resized either).
+    // A negative stride would put blocks before the start of the element;
+    // hvector with a negative byte stride or a resized type does that.
     if (stride < 0) fail(MPI_ERR_ARG, "negative stride ", stride, " is not supported by the chorus MPI subset");
     std::vector<MPI_Aint> offsets;
     offsets.reserve(blocks * length);
@@ -273,6 +347,143 @@ int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype
     *newtype = derive(old, offsets, extent);
   });
 }
+
+int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return call("MPI_Type_create_hvector", MPI_COMM_WORLD, [&] {
+    const size_t blocks = use_count(count, "count");
+    const size_t length = use_count(blocklength, "blocklength");
+    const Datatype& old = use_any_type(oldtype, "oldtype");
+    check_new_type(newtype);
+    std::vector<Piece> pieces;
+    for (size_t b = 0; b < blocks; ++b) pieces.push_back(Piece{&old, static_cast<MPI_Aint>(b) * stride, length});
+    *newtype = derive(pieces);
+  });
+}
+
+int MPI_Type_indexed(int count, const int array_of_blocklengths[], const int array_of_displacements[],
+                     MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return call("MPI_Type_indexed", MPI_COMM_WORLD, [&] {
+    const Datatype& old = use_any_type(oldtype, "oldtype");
+    check_new_type(newtype);
+    *newtype = derive(indexed_pieces(count, array_of_blocklengths, nullptr, array_of_displacements, nullptr,
+                                     &old, nullptr, old.extent));
+  });
+}
+
+int MPI_Type_create_hindexed(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[],
+                             MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return call("MPI_Type_create_hindexed", MPI_COMM_WORLD, [&] {
+    const Datatype& old = use_any_type(oldtype, "oldtype");
+    check_new_type(newtype);
+    *newtype = derive(indexed_pieces(count, array_of_blocklengths, nullptr, nullptr, array_of_displacements, &old,
+                                     nullptr, 1));
+  });
+}
+
+int MPI_Type_create_indexed_block(int count, int blocklength, const int array_of_displacements[], MPI_Datatype oldtype,
+                                  MPI_Datatype* newtype) {
+  return call("MPI_Type_create_indexed_block", MPI_COMM_WORLD, [&] {
+    const Datatype& old = use_any_type(oldtype, "oldtype");
+    check_new_type(newtype);
+    *newtype = derive(indexed_pieces(count, nullptr, &blocklength, array_of_displacements, nullptr, &old, nullptr,
+                                     old.extent));
+  });
+}
+
+int MPI_Type_create_hindexed_block(int count, int blocklength, const MPI_Aint array_of_displacements[],
+                                   MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return call("MPI_Type_create_hindexed_block", MPI_COMM_WORLD, [&] {
+    const Datatype& old = use_any_type(oldtype, "oldtype");
+    check_new_type(newtype);
+    *newtype = derive(indexed_pieces(count, nullptr, &blocklength, nullptr, array_of_displacements, &old, nullptr, 1));
+  });
+}
+
+int MPI_Type_create_struct(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[],
+                           const MPI_Datatype array_of_types[], MPI_Datatype* newtype) {
+  return call("MPI_Type_create_struct", MPI_COMM_WORLD, [&] {
+    check_new_type(newtype);
+    if (count > 0 && array_of_types == nullptr) fail(MPI_ERR_ARG, "null array_of_types");
+    *newtype = derive(indexed_pieces(count, array_of_blocklengths, nullptr, nullptr, array_of_displacements, nullptr,
+                                     array_of_types, 1));
+  });
+}
+
+int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, MPI_Datatype* newtype) {
+  return call("MPI_Type_create_resized", MPI_COMM_WORLD, [&] {
+    const Datatype& old = use_any_type(oldtype, "oldtype");
+    check_new_type(newtype);
+    if (extent < 0) fail(MPI_ERR_ARG, "negative extent ", extent);
+    *newtype = derive({Piece{&old, 0, 1}}, std::make_pair(lb, extent));
+  });
+}
+
+int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return call("MPI_Type_dup", MPI_COMM_WORLD, [&] {
+    const Datatype& old = use_any_type(oldtype, "oldtype");
+    check_new_type(newtype);
+    auto copy = std::make_unique<chorus_mpi_datatype>(old);
+    copy->predefined = false;
+    copy->committed = old.committed;  // MPI-3.1 4.1.10: the copy is committed if the original is
+    copy->name = "";
+    *newtype = copy.release();
+  });
+}
+
+int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent) {
+  return call("MPI_Type_get_true_extent", MPI_COMM_WORLD, [&] {
+    const Datatype& type = use_any_type(datatype, "datatype");
+    if (true_lb == nullptr || true_extent == nullptr) fail(MPI_ERR_ARG, "null true_lb or true_extent");
+    const auto [low, high] = true_bounds(type);
+    *true_lb = low;
+    *true_extent = high - low;
+  });
+}
+
+int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size) {
+  return call("MPI_Type_size_x", MPI_COMM_WORLD, [&] {
+    const Datatype& type = use_any_type(datatype, "datatype");
+    if (size == nullptr) fail(MPI_ERR_ARG, "null size");
+    *size = type.size;
+  });
+}
+
+int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count* lb, MPI_Count* extent) {
+  return call("MPI_Type_get_extent_x", MPI_COMM_WORLD, [&] {
+    const Datatype& type = use_any_type(datatype, "datatype");
+    if (lb == nullptr || extent == nullptr) fail(MPI_ERR_ARG, "null lb or extent");
+    *lb = type.lb;
+    *extent = type.extent;
+  });
+}
+
+int MPI_Type_get_true_extent_x(MPI_Datatype datatype, MPI_Count* true_lb, MPI_Count* true_extent) {
+  return call("MPI_Type_get_true_extent_x", MPI_COMM_WORLD, [&] {
+    const Datatype& type = use_any_type(datatype, "datatype");
+    if (true_lb == nullptr || true_extent == nullptr) fail(MPI_ERR_ARG, "null true_lb or true_extent");
+    const auto [low, high] = true_bounds(type);
+    *true_lb = low;
+    *true_extent = high - low;
+  });
+}
+
+int MPI_Type_set_name(MPI_Datatype datatype, const char* type_name) {
+  return call("MPI_Type_set_name", MPI_COMM_WORLD, [&] {
+    use_any_type(datatype, "datatype");
+    if (type_name == nullptr) fail(MPI_ERR_ARG, "null type_name");
+    datatype->user_name.assign(type_name, strnlen(type_name, MPI_MAX_OBJECT_NAME - 1));
+  });
+}
+
+int MPI_Get_address(const void* location, MPI_Aint* address) {
+  return call("MPI_Get_address", MPI_COMM_WORLD, [&] {
+    if (address == nullptr) fail(MPI_ERR_ARG, "null address");
+    *address = reinterpret_cast<MPI_Aint>(location);
+  });
+}
+
+MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp) { return base + disp; }
+MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2) { return addr1 - addr2; }
 
 int MPI_Type_commit(MPI_Datatype* datatype) {
   return call("MPI_Type_commit", MPI_COMM_WORLD, [&] {

@@ -87,6 +87,8 @@ struct chorus_mpi_datatype {
   bool predefined;
   bool committed;
   std::vector<chorus::mpi::Block> blocks;  // memory layout of one element; empty: contiguous
+  MPI_Aint lb;                             // lower bound (MPI_Type_get_extent); addresses do not depend on it
+  std::string user_name;                   // MPI_Type_set_name's
 
   bool contiguous() const { return blocks.empty(); }
 };

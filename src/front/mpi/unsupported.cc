@@ -293,54 +293,13 @@ int MPI_Compare_and_swap(const void* origin_addr, const void* compare_addr, void
 }
 
 // --- Datatypes
-int MPI_Type_create_struct(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[],
-                           const MPI_Datatype array_of_types[], MPI_Datatype* newtype) {
-  return unsupported("MPI_Type_create_struct", MPI_COMM_WORLD);
-}
-int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
-                            MPI_Datatype* newtype) {
-  return unsupported("MPI_Type_create_hvector", MPI_COMM_WORLD);
-}
-int MPI_Type_indexed(int count, const int array_of_blocklengths[], const int array_of_displacements[],
-                     MPI_Datatype oldtype, MPI_Datatype* newtype) {
-  return unsupported("MPI_Type_indexed", MPI_COMM_WORLD);
-}
-int MPI_Type_create_hindexed(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[],
-                             MPI_Datatype oldtype, MPI_Datatype* newtype) {
-  return unsupported("MPI_Type_create_hindexed", MPI_COMM_WORLD);
-}
-int MPI_Type_create_indexed_block(int count, int blocklength, const int array_of_displacements[],
-                                  MPI_Datatype oldtype, MPI_Datatype* newtype) {
-  return unsupported("MPI_Type_create_indexed_block", MPI_COMM_WORLD);
-}
 int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
                              const int array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype* newtype) {
   return unsupported("MPI_Type_create_subarray", MPI_COMM_WORLD);
 }
-int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, MPI_Datatype* newtype) {
-  return unsupported("MPI_Type_create_resized", MPI_COMM_WORLD);
-}
-int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
-  return unsupported("MPI_Type_dup", MPI_COMM_WORLD);
-}
-int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent) {
-  return unsupported("MPI_Type_get_true_extent", MPI_COMM_WORLD);
-}
-int MPI_Type_set_name(MPI_Datatype datatype, const char* type_name) {
-  return unsupported("MPI_Type_set_name", MPI_COMM_WORLD);
-}
 int MPI_Type_get_envelope(MPI_Datatype datatype, int* num_integers, int* num_addresses, int* num_datatypes,
                           int* combiner) {
   return unsupported("MPI_Type_get_envelope", MPI_COMM_WORLD);
-}
-int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size) {
-  return unsupported("MPI_Type_size_x", MPI_COMM_WORLD);
-}
-int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count* lb, MPI_Count* extent) {
-  return unsupported("MPI_Type_get_extent_x", MPI_COMM_WORLD);
-}
-int MPI_Get_address(const void* location, MPI_Aint* address) {
-  return unsupported("MPI_Get_address", MPI_COMM_WORLD);
 }
 int MPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf, int outsize, int* position,
              MPI_Comm comm) {
