@@ -51,6 +51,11 @@ static void call_every_declared_only_function(void) {
   expect_unsupported("MPI_Start", MPI_Start(NULL));
   expect_unsupported("MPI_Startall", MPI_Startall(0, NULL));
   expect_unsupported("MPI_Get_elements", MPI_Get_elements(NULL, MPI_INT, NULL));
+  expect_unsupported("MPI_Comm_create_group", MPI_Comm_create_group(MPI_COMM_WORLD, MPI_GROUP_EMPTY, 0, NULL));
+  expect_unsupported("MPI_Comm_remote_size", MPI_Comm_remote_size(MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Comm_remote_group", MPI_Comm_remote_group(MPI_COMM_WORLD, NULL));
+  expect_unsupported("MPI_Intercomm_create", MPI_Intercomm_create(MPI_COMM_WORLD, 0, MPI_COMM_WORLD, 0, 0, NULL));
+  expect_unsupported("MPI_Intercomm_merge", MPI_Intercomm_merge(MPI_COMM_WORLD, 0, NULL));
   expect_unsupported("MPI_Comm_create_errhandler", MPI_Comm_create_errhandler(NULL, NULL));
   expect_unsupported("MPI_Comm_call_errhandler", MPI_Comm_call_errhandler(MPI_COMM_WORLD, 0));
   expect_unsupported("MPI_Info_create", MPI_Info_create(NULL));

@@ -91,6 +91,23 @@ int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count
 }
 
 // --- Groups and communicators
+// --- Communicators chorus cannot make yet (docs/mpi.md, "MPI-3.1 status by family")
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm) {
+  return unsupported("MPI_Comm_create_group", comm);
+}
+int MPI_Comm_remote_size(MPI_Comm comm, int* size) {
+  return unsupported("MPI_Comm_remote_size", comm);
+}
+int MPI_Comm_remote_group(MPI_Comm comm, MPI_Group* group) {
+  return unsupported("MPI_Comm_remote_group", comm);
+}
+int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag,
+                         MPI_Comm* newintercomm) {
+  return unsupported("MPI_Intercomm_create", local_comm);
+}
+int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newintracomm) {
+  return unsupported("MPI_Intercomm_merge", intercomm);
+}
 int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* comm_errhandler_fn, MPI_Errhandler* errhandler) {
   return unsupported("MPI_Comm_create_errhandler", MPI_COMM_WORLD);
 }
