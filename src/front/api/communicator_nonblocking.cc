@@ -6,6 +6,7 @@
 #include "api/user_tag.hpp"
 
 #include "common/error.hpp"
+#include "common/recycling_allocator.hpp"
 
 #include <iterator>
 
@@ -33,9 +34,9 @@ p2p::Progress* Session::operations() {
 }
 
 std::shared_ptr<RequestState> CommunicatorImpl::completed_request(const char* what) const {
-  auto operation = std::make_shared<p2p::Operation>(what);
+  auto operation = std::allocate_shared<p2p::Operation>(RecyclingAllocator<p2p::Operation>{}, what);
   operation->complete.store(true);
-  return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
+  return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, RequestState{session_, std::move(operation)});
 }
 
 std::shared_ptr<coll::Scratch> CommunicatorImpl::take_scratch() {
@@ -79,7 +80,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
     spare_scratch_.push_back(std::move(scratch));
     return completed_request(name);
   }
-  auto operation = std::make_shared<p2p::Operation>(name);
+  auto operation = std::allocate_shared<p2p::Operation>(RecyclingAllocator<p2p::Operation>{}, name);
   operation->owner = this;
   operation->call = *calls_made_;
   coll::Scratch* const call_scratch = scratch.get();
@@ -98,7 +99,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
       operation,
       [this, prepared, call_scratch, keep = std::move(keep)] { execute(prepared, *call_scratch, /*on_fiber=*/true); },
       large);
-  return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
+  return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, RequestState{session_, std::move(operation)});
 }
 
 std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size_t bytes, int peer, int tag) {
@@ -108,7 +109,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
   check_message("isend", buf, bytes);
   const int engine_peer = engine_rank_of(peer, "isend");
   note_call(0, "isend", engine_peer);
-  auto operation = std::make_shared<p2p::Operation>("isend");
+  auto operation = std::allocate_shared<p2p::Operation>(RecyclingAllocator<p2p::Operation>{}, "isend");
   operation->owner = this;
   operation->peer = peer;
   operation->tag = tag;
@@ -124,7 +125,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
     session_->note_failure(done);
   };
   session_->nonblocking().start_point_to_point(operation, bytes >= kLargeOperationBytes);
-  return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
+  return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, RequestState{session_, std::move(operation)});
 }
 
 std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t bytes, int peer, int tag) {
@@ -135,7 +136,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "irecv");
   note_call(0, "irecv", engine_peer);
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
-  auto operation = std::make_shared<p2p::Operation>("irecv");
+  auto operation = std::allocate_shared<p2p::Operation>(RecyclingAllocator<p2p::Operation>{}, "irecv");
   operation->owner = this;
   operation->peer = peer;
   operation->tag = tag;
@@ -159,7 +160,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
     done.received = Received{source, p2p::CallTag::user_tag_of(done.completion.tag), done.completion.bytes};
   };
   session_->nonblocking().start_point_to_point(operation, bytes >= kLargeOperationBytes);
-  return std::make_shared<RequestState>(RequestState{session_, std::move(operation)});
+  return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, RequestState{session_, std::move(operation)});
 }
 
 // --- chorus::Request -------------------------------------------------------------

@@ -160,6 +160,24 @@ void write_indices(const std::vector<int>& done, int* outcount, int* indices) {
 
 void set_empty_status(MPI_Status* status) { set_status(status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0); }
 
+namespace {
+
+// Freed request memory, for the next request. Never destroyed: a request
+// may be freed during static destruction (the detached list), after any
+// static pool would be gone; what it holds stays reachable.
+struct RequestPool {
+  std::mutex mutex;
+  std::vector<void*> free;
+};
+constexpr size_t kPooledRequests = 4096;  // beyond this many free ones, memory goes back to malloc
+
+RequestPool& request_pool() {
+  static auto* pool = new RequestPool;
+  return *pool;
+}
+
+}  // namespace
+
 RequestPtr new_request(MPI_Comm comm) {
   auto request = std::make_unique<chorus_mpi_request>();
   request->magic = kRequestMagic;
@@ -198,6 +216,36 @@ std::optional<std::string> settle_detached_requests() {
 }
 
 }  // namespace chorus::mpi
+
+void* chorus_mpi_request::operator new(size_t bytes) {
+  if (bytes == sizeof(chorus_mpi_request)) {
+    auto& pool = chorus::mpi::request_pool();
+    std::lock_guard lock(pool.mutex);
+    if (!pool.free.empty()) {
+      void* memory = pool.free.back();
+      pool.free.pop_back();
+      return memory;
+    }
+  }
+  return ::operator new(bytes);
+}
+
+void chorus_mpi_request::operator delete(void* memory, size_t bytes) noexcept {
+  if (memory == nullptr) return;
+  if (bytes == sizeof(chorus_mpi_request)) {
+    auto& pool = chorus::mpi::request_pool();
+    std::lock_guard lock(pool.mutex);
+    if (pool.free.size() < chorus::mpi::kPooledRequests) {
+      try {
+        pool.free.push_back(memory);
+        return;
+      } catch (...) {
+        // no room to remember it: give it back below
+      }
+    }
+  }
+  ::operator delete(memory, bytes);
+}
 
 using namespace chorus::mpi;
 
