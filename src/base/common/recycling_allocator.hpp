@@ -17,6 +17,14 @@
 
 namespace chorus {
 
+// Under AddressSanitizer every object goes back to the heap, so a use after
+// free stays visible to it.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kRecycleObjects = false;
+#else
+inline constexpr bool kRecycleObjects = true;
+#endif
+
 template <class T>
 class RecyclingAllocator {
  public:
@@ -27,7 +35,7 @@ class RecyclingAllocator {
   RecyclingAllocator(const RecyclingAllocator<U>&) noexcept {}  // NOLINT: rebinding converts implicitly
 
   T* allocate(std::size_t n) {
-    if (n == 1) {
+    if (kRecycleObjects && n == 1) {
       Pool& pool = pool_of();
       std::lock_guard lock(pool.mutex);
       if (!pool.free.empty()) {
@@ -40,7 +48,7 @@ class RecyclingAllocator {
   }
 
   void deallocate(T* memory, std::size_t n) noexcept {
-    if (n == 1) {
+    if (kRecycleObjects && n == 1) {
       Pool& pool = pool_of();
       std::lock_guard lock(pool.mutex);
       if (pool.free.size() < kKept) {

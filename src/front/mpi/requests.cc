@@ -2,6 +2,7 @@
 // requests freed before they completed. Starting operations is in
 // nonblocking.cc (point-to-point) and icollectives.cc.
 #include "api/wait_any_of.hpp"
+#include "common/recycling_allocator.hpp"
 #include "mpi/requests.hpp"
 
 #include <algorithm>
@@ -218,7 +219,7 @@ std::optional<std::string> settle_detached_requests() {
 }  // namespace chorus::mpi
 
 void* chorus_mpi_request::operator new(size_t bytes) {
-  if (bytes == sizeof(chorus_mpi_request)) {
+  if (chorus::kRecycleObjects && bytes == sizeof(chorus_mpi_request)) {
     auto& pool = chorus::mpi::request_pool();
     std::lock_guard lock(pool.mutex);
     if (!pool.free.empty()) {
@@ -232,7 +233,7 @@ void* chorus_mpi_request::operator new(size_t bytes) {
 
 void chorus_mpi_request::operator delete(void* memory, size_t bytes) noexcept {
   if (memory == nullptr) return;
-  if (bytes == sizeof(chorus_mpi_request)) {
+  if (chorus::kRecycleObjects && bytes == sizeof(chorus_mpi_request)) {
     auto& pool = chorus::mpi::request_pool();
     std::lock_guard lock(pool.mutex);
     if (pool.free.size() < chorus::mpi::kPooledRequests) {
