@@ -87,6 +87,21 @@ std::vector<int> members_except(const chorus_mpi_group& group, const std::vector
   return members;
 }
 
+// MPI_Group_intersection (in_second) and MPI_Group_difference: group1's
+// members that are (or are not) in group2, in group1's order.
+int filtered(const char* function, MPI_Group group1, MPI_Group group2, MPI_Group* newgroup, bool in_second) {
+  return call(function, MPI_COMM_WORLD, [&] {
+    const chorus_mpi_group& a = use_group(group1, "group1");
+    const chorus_mpi_group& b = use_group(group2, "group2");
+    check_output(newgroup, "newgroup");
+    std::vector<int> members;
+    for (int r : a.world_ranks) {
+      if ((position(b.world_ranks, r) != MPI_UNDEFINED) == in_second) members.push_back(r);
+    }
+    *newgroup = new_group(std::move(members));
+  });
+}
+
 // The values MPI_Comm_get_attr hands out by address.
 int tag_upper_bound = 0x7fffffff;
 int no_host = MPI_PROC_NULL;
@@ -170,29 +185,11 @@ int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
 }
 
 int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
-  return call("MPI_Group_intersection", MPI_COMM_WORLD, [&] {
-    const chorus_mpi_group& a = use_group(group1, "group1");
-    const chorus_mpi_group& b = use_group(group2, "group2");
-    check_output(newgroup, "newgroup");
-    std::vector<int> members;
-    for (int r : a.world_ranks) {
-      if (position(b.world_ranks, r) != MPI_UNDEFINED) members.push_back(r);
-    }
-    *newgroup = new_group(std::move(members));
-  });
+  return filtered("MPI_Group_intersection", group1, group2, newgroup, true);
 }
 
 int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
-  return call("MPI_Group_difference", MPI_COMM_WORLD, [&] {
-    const chorus_mpi_group& a = use_group(group1, "group1");
-    const chorus_mpi_group& b = use_group(group2, "group2");
-    check_output(newgroup, "newgroup");
-    std::vector<int> members;
-    for (int r : a.world_ranks) {
-      if (position(b.world_ranks, r) == MPI_UNDEFINED) members.push_back(r);
-    }
-    *newgroup = new_group(std::move(members));
-  });
+  return filtered("MPI_Group_difference", group1, group2, newgroup, false);
 }
 
 int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
