@@ -298,10 +298,8 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm);
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
 int MPI_Comm_free(MPI_Comm* comm);
 
-/* Groups (as MPI_COMM_WORLD ranks) and the communicator calls built on
- * them; MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) splits by host; only the
- * predefined attributes (MPI_TAG_UB, MPI_HOST, MPI_IO, MPI_WTIME_IS_GLOBAL,
- * MPI_UNIVERSE_SIZE, MPI_APPNUM, MPI_LASTUSEDCODE) exist. */
+/* Groups (as MPI_COMM_WORLD ranks) and the calls built on them; split_type
+ * SHARED splits by host; only the predefined attributes (MPI_TAG_UB ..) exist. */
 int MPI_Comm_group(MPI_Comm comm, MPI_Group* group);
 int MPI_Group_size(MPI_Group group, int* size);
 int MPI_Group_rank(MPI_Group group, int* rank);
