@@ -4,6 +4,7 @@
 #pragma once
 
 #include "collectives/collectives.hpp"
+#include "common/copy.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -19,7 +20,7 @@ inline const uint8_t* at(const void* base, size_t elements, size_t element_size)
 }
 
 inline void copy_unless_same(void* dst, const void* src, size_t bytes) {
-  if (dst != src && bytes != 0) std::memmove(dst, src, bytes);
+  if (dst != src && bytes != 0) move_bytes(dst, src, bytes);
 }
 
 // `count` elements in `parts` blocks; the first count % parts blocks hold one more.

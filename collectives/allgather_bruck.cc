@@ -8,6 +8,7 @@
 // (+ one local rotation): wins over the ring for small blocks.
 #include "collectives/algo_util.hpp"
 #include "collectives/algorithms.hpp"
+#include "common/copy.hpp"
 
 namespace chorus::coll {
 
@@ -16,7 +17,7 @@ void allgather_bruck(Context& ctx, const Args& args) {
   const int rank = ctx.rank();
   const size_t block = args.count * element_size(args.dtype);
   auto* work = static_cast<uint8_t*>(ctx.scratch(0, block * static_cast<size_t>(n)));
-  std::memcpy(work, args.send, block);
+  copy_bytes(work, args.send, block);
   uint32_t round = 0;
   for (int distance = 1; distance < n; distance *= 2, ++round) {
     const size_t blocks = static_cast<size_t>(std::min(distance, n - distance));
@@ -25,7 +26,7 @@ void allgather_bruck(Context& ctx, const Args& args) {
   }
   // work[i] is the block of rank (rank + i) mod n.
   for (int i = 0; i < n; ++i) {
-    std::memcpy(at(args.recv, static_cast<size_t>(mod(rank + i, n)) * args.count, element_size(args.dtype)),
+    copy_bytes(at(args.recv, static_cast<size_t>(mod(rank + i, n)) * args.count, element_size(args.dtype)),
                 work + static_cast<size_t>(i) * block, block);
   }
 }

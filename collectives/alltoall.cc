@@ -6,6 +6,7 @@
 // scratch. Bytes sent per rank: (n-1)/n * S. Cost: (n-1) (alpha + S/n beta).
 #include "collectives/algo_util.hpp"
 #include "collectives/algorithms.hpp"
+#include "common/copy.hpp"
 
 namespace chorus::coll {
 
@@ -17,12 +18,12 @@ void alltoall_pairwise(Context& ctx, const Args& args) {
   const void* source = args.send;
   if (args.send == args.recv) {
     void* copy = ctx.scratch(0, block * static_cast<size_t>(n));
-    std::memcpy(copy, args.send, block * static_cast<size_t>(n));
+    copy_bytes(copy, args.send, block * static_cast<size_t>(n));
     source = copy;
   }
   auto input_block = [&](int index) { return at(source, static_cast<size_t>(index) * args.count, es); };
   auto output_block = [&](int index) { return at(args.recv, static_cast<size_t>(index) * args.count, es); };
-  std::memmove(output_block(rank), input_block(rank), block);
+  move_bytes(output_block(rank), input_block(rank), block);
   for (int i = 1; i < n; ++i) {
     const int to = mod(rank + i, n);
     const int from = mod(rank - i, n);

@@ -41,6 +41,7 @@
 #include "collectives/reduce_kernels.hpp"
 
 #include "common/error.hpp"
+#include "common/copy.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -104,7 +105,7 @@ class BoardCall {
   // Step 2 (or the stop mark); the slot is free (step 1's wait).
   void write_own_slot(const void* payload, uint32_t bytes) {
     uint8_t* own = slot(ctx_.rank(), sequence_);
-    if (bytes != 0 && bytes != transport::kBoardStopped) std::memcpy(transport::board_data(own), payload, bytes);
+    if (bytes != 0 && bytes != transport::kBoardStopped) copy_bytes(transport::board_data(own), payload, bytes);
     // The stop mark's digest differs from every reader's, so step 3 looks at
     // it only on its (cold) way to failing.
     transport::board_header(own)->digest = bytes == transport::kBoardStopped ? ~ctx_.call_check() : ctx_.call_check();
@@ -338,7 +339,7 @@ void reduce_on_board(Collective op, Context& ctx, const Args& args, bool keeps_r
   // Rank order 0, 1, ..., n-1 on every rank, the first two in one pass.
   const uint8_t* first = call.contribution(0);
   if (ctx.size() == 1) {
-    std::memcpy(args.recv, first, bytes);
+    copy_bytes(args.recv, first, bytes);
   } else {
     reduce_into(args.recv, first, call.contribution(1), args.count, args.dtype, args.op);
   }
@@ -364,7 +365,7 @@ void broadcast_board(Context& ctx, const Args& args) {
   const bool root = ctx.rank() == args.root;
   call.publish(args.recv, root ? bytes : 0);
   if (root) return;
-  std::memcpy(args.recv, call.contribution(args.root, /*awaiting_root=*/true), bytes);
+  copy_bytes(args.recv, call.contribution(args.root, /*awaiting_root=*/true), bytes);
   deliver_what_peers_sent(ctx);
 }
 

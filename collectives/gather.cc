@@ -17,6 +17,7 @@
 //   and many ranks.
 #include "collectives/algo_util.hpp"
 #include "collectives/algorithms.hpp"
+#include "common/copy.hpp"
 
 #include <vector>
 
@@ -79,8 +80,8 @@ void gather_binomial(Context& ctx, const Args& args) {
   // Relative block j belongs to rank (j + root) mod n: two runs.
   const auto root = static_cast<size_t>(args.root);
   const auto ranks = static_cast<size_t>(n);
-  std::memcpy(static_cast<uint8_t*>(args.recv) + root * block, held, (ranks - root) * block);
-  std::memcpy(args.recv, held + (ranks - root) * block, root * block);
+  copy_bytes(static_cast<uint8_t*>(args.recv) + root * block, held, (ranks - root) * block);
+  copy_bytes(args.recv, held + (ranks - root) * block, root * block);
 }
 
 }  // namespace chorus::coll

@@ -41,6 +41,7 @@
 #include "collectives/algo_util.hpp"
 #include "collectives/algorithms.hpp"
 #include "collectives/reduce_kernels.hpp"
+#include "common/copy.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -134,9 +135,9 @@ void reorder(const std::vector<std::vector<int>>& members, const Bundles& bundle
       uint8_t* by_rank = rank_order + static_cast<size_t>(members[h][i]) * block;
       uint8_t* by_bundle = bundle_order + bundles.displs[h] * element_size + i * block;
       if (to_bundles) {
-        std::memcpy(by_bundle, by_rank, block);
+        copy_bytes(by_bundle, by_rank, block);
       } else {
-        std::memcpy(by_rank, by_bundle, block);
+        copy_bytes(by_rank, by_bundle, block);
       }
     }
   }

@@ -17,6 +17,7 @@
 #include "collectives/algo_util.hpp"
 #include "collectives/algorithms.hpp"
 #include "collectives/reduce_kernels.hpp"
+#include "common/copy.hpp"
 
 #include <vector>
 
@@ -89,7 +90,7 @@ void scan_doubling(Context& ctx, const Args& args, bool exclusive) {
       if (have_prefix) {
         reduce_into(args.recv, incoming, args.recv, args.count, args.dtype, args.op);
       } else {
-        std::memcpy(args.recv, incoming, bytes);
+        copy_bytes(args.recv, incoming, bytes);
         have_prefix = true;
       }
     }

@@ -15,6 +15,7 @@
 //   alpha + (n-1)/n S beta at the root. Wins for small blocks, many ranks.
 #include "collectives/algo_util.hpp"
 #include "collectives/algorithms.hpp"
+#include "common/copy.hpp"
 
 #include <vector>
 
@@ -72,8 +73,8 @@ void scatter_binomial(Context& ctx, const Args& args) {
     // Relative block j is rank (j + root) mod n's: rotate into scratch.
     auto* buffer = static_cast<uint8_t*>(ctx.scratch(0, block * ranks));
     const auto root = static_cast<size_t>(args.root);
-    std::memcpy(buffer, static_cast<const uint8_t*>(args.send) + root * block, (ranks - root) * block);
-    std::memcpy(buffer + (ranks - root) * block, args.send, root * block);
+    copy_bytes(buffer, static_cast<const uint8_t*>(args.send) + root * block, (ranks - root) * block);
+    copy_bytes(buffer + (ranks - root) * block, args.send, root * block);
     held = buffer;
   }
   std::vector<p2p::Request> sends;

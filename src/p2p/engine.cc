@@ -4,6 +4,7 @@
 #include "p2p/engine_impl.hpp"
 
 #include "common/log.hpp"
+#include "common/copy.hpp"
 
 #include <sched.h>
 #include <unistd.h>
@@ -272,7 +273,7 @@ Error Engine::Impl::other_call_error(int source, Tag tag) const {
 void Engine::Impl::deliver_eager(Slot& slot, int source, Tag tag, const uint8_t* payload, size_t length) {
   slot.result = Completion{source, tag, length};
   if (length > slot.capacity) return fail_slot(slot, truncation_error(slot, source, length));
-  if (length != 0) std::memcpy(slot.buffer, payload, length);
+  if (length != 0) copy_bytes(slot.buffer, payload, length);
   slot.state = Slot::State::done;
 }
 

@@ -7,6 +7,7 @@
 #include "common/log.hpp"
 #include "transports/copies.hpp"
 #include "transports/shm/shm_segment.hpp"
+#include "common/copy.hpp"
 
 #include <sched.h>
 #include <sys/prctl.h>
@@ -175,7 +176,7 @@ class ShmTransport final : public Transport {
     check_peer(peer, "read from");
     uint8_t* destination = local_read_target("shm", local, local_offset, bytes);
     if (peer == rank_) {
-      std::memcpy(destination, reinterpret_cast<const void*>(remote.address), bytes);
+      copy_bytes(destination, reinterpret_cast<const void*>(remote.address), bytes);
       finished_reads_.push_back(context);
       return;
     }
@@ -291,7 +292,7 @@ class ShmTransport final : public Transport {
     }
     uint8_t* record = out.ring + (out.head & (ring_bytes_ - 1));
     if (header_bytes != 0) std::memcpy(record + kRecordHeaderBytes, header, header_bytes);
-    if (payload_bytes != 0) std::memcpy(record + kRecordHeaderBytes + header_bytes, payload, payload_bytes);
+    if (payload_bytes != 0) copy_bytes(record + kRecordHeaderBytes + header_bytes, payload, payload_bytes);
     publish(record, out.head, static_cast<uint32_t>(message), kMessage);
     out.head += need;
     return true;

@@ -7,6 +7,7 @@
 #include "api/user_tag.hpp"
 #include "common/error.hpp"
 #include "common/fnv.hpp"
+#include "common/copy.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -252,7 +253,7 @@ void CommunicatorImpl::run_single_rank(Collective op, const coll::Args& args) {
   if (is_block_collective(op)) return coll::run_alone(op, args);
   const size_t bytes = payload_bytes(op, args, 1);
   if (bytes == 0 || op == Collective::barrier || op == Collective::broadcast || args.send == args.recv || args.recv == nullptr) return;
-  std::memmove(args.recv, args.send, bytes);
+  move_bytes(args.recv, args.send, bytes);
 }
 
 void CommunicatorImpl::run(Collective op, const coll::Args& args) {

@@ -10,6 +10,7 @@
 // with them (MPI_DOUBLE_INT is 12 bytes of data but 16 on the wire), so
 // packed and memory layouts coincide for them.
 #include "mpi/internal.hpp"
+#include "common/copy.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -245,13 +246,13 @@ size_t packed_bytes(size_t count, const Datatype& type) {
 void pack(const void* buffer, size_t count, const Datatype& type, void* packed) {
   auto* out = static_cast<std::byte*>(packed);
   if (type.contiguous()) {
-    if (count != 0) std::memcpy(out, buffer, count * type.packed_size);
+    if (count != 0) copy_bytes(out, buffer, count * type.packed_size);
     return;
   }
   for (size_t i = 0; i < count; ++i) {
     const std::byte* base = element(buffer, i, type);
     for (const Block& block : type.blocks) {
-      std::memcpy(out, base + block.offset, block.length);
+      copy_bytes(out, base + block.offset, block.length);
       out += block.length;
     }
   }
@@ -260,13 +261,13 @@ void pack(const void* buffer, size_t count, const Datatype& type, void* packed) 
 void unpack(const void* packed, size_t count, const Datatype& type, void* buffer) {
   const auto* in = static_cast<const std::byte*>(packed);
   if (type.contiguous()) {
-    if (count != 0) std::memmove(buffer, in, count * type.packed_size);
+    if (count != 0) move_bytes(buffer, in, count * type.packed_size);
     return;
   }
   for (size_t i = 0; i < count; ++i) {
     std::byte* base = element(buffer, i, type);
     for (const Block& block : type.blocks) {
-      std::memcpy(base + block.offset, in, block.length);
+      copy_bytes(base + block.offset, in, block.length);
       in += block.length;
     }
   }
