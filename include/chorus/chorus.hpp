@@ -452,6 +452,12 @@ class Communicator {
   // the world communicator). dup() is split(0, rank()).
   std::optional<Communicator> split(int color, int key);
   Communicator dup();
+  // A communicator of `members` (ranks of this one, in the new one's rank
+  // order; this rank among them), as MPI_Comm_create_group: collective over
+  // the members only, the others need not call. Concurrent calls on this
+  // communicator whose member lists overlap must pass different `tag`s
+  // (0..2^31-1); the library's messages never match a user receive.
+  Communicator create_group(std::span<const int> members, int tag);
 
   // Algorithm choice. Names per collective are listed by algorithms(op);
   // "" (or "auto") returns to the built-in table. Overrides CHORUS_ALGO_<OP>.

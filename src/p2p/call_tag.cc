@@ -5,6 +5,7 @@
 namespace chorus::p2p {
 
 std::string CallTag::describe(Tag tag) {
+  if (is_internal(tag)) return concat("internal point-to-point tag ", user_tag_of(tag), " on context ", context_of(tag));
   if (is_point_to_point(tag)) return concat("point-to-point tag ", user_tag_of(tag), " on context ", context_of(tag));
   return concat("collective call ", sequence_of(tag), " step ", step_of(tag), " on context ", context_of(tag));
 }

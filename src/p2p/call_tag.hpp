@@ -2,7 +2,9 @@
 //
 //   bit 63      62..48        47..16              15..0
 //   kind = 0 | context (15) | call sequence (32) | step (16)     collectives
-//   kind = 1 | context (15) | zero (17)      | user tag (31)     point-to-point
+//   kind = 1 | context (15) | zero (16) | 0 | user tag (31)     point-to-point
+//   kind = 1 | context (15) | zero (16) | 1 | tag (31)          the library's own
+//                                                              point-to-point
 //
 // The context id (0 = world, then one per split/dup) keeps communicators that
 // share the engine apart; the sequence keeps a communicator's calls apart
@@ -54,6 +56,13 @@ class CallTag {
     return kKindBit | context_bits(context) | static_cast<uint32_t>(user_tag);
   }
 
+  // A message the library sends point-to-point among some members of a
+  // communicator (MPI_Comm_create_group's agreement): bit 31 set, so no
+  // user receive matches it, not even one for any tag.
+  static Tag internal_point_to_point(uint32_t context, int tag) {
+    return point_to_point(context, tag) | kInternalBit;
+  }
+
   // The tag of exchange `step` of this call. A step past kMaxStep is an
   // algorithm bug (a ring uses 2(n-1) steps): it throws, never wraps into a
   // step that another exchange of the same call uses.
@@ -64,6 +73,7 @@ class CallTag {
   Tag base() const { return base_; }
 
   static bool is_point_to_point(Tag tag) { return (tag & kKindBit) != 0; }
+  static bool is_internal(Tag tag) { return is_point_to_point(tag) && (tag & kInternalBit) != 0; }
   static uint32_t context_of(Tag tag) { return static_cast<uint32_t>(tag >> (kSequenceBits + kStepBits)) & kMaxContext; }
   static uint32_t sequence_of(Tag tag) { return static_cast<uint32_t>(tag >> kStepBits); }
   static uint32_t step_of(Tag tag) { return static_cast<uint32_t>(tag) & kMaxStep; }
@@ -73,6 +83,7 @@ class CallTag {
 
  private:
   static constexpr Tag kKindBit = Tag{1} << 63;
+  static constexpr Tag kInternalBit = Tag{1} << kUserTagBits;
   explicit CallTag(Tag base) : base_(base) {}
   static Tag context_bits(uint32_t context) { return static_cast<Tag>(context) << (kSequenceBits + kStepBits); }
   static void check_context(uint32_t context) {

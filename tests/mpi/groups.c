@@ -3,6 +3,8 @@
  * MPI_Group_size/rank/incl/excl/range_incl/range_excl/translate_ranks/
  * compare/union/intersection/difference/free, MPI_GROUP_EMPTY,
  * MPI_Comm_create (a reversed group, and one that leaves ranks out),
+ * MPI_Comm_create_group (called by the members only: the odd ranks in
+ * reverse while the evens make theirs, then the first and last rank alone),
  * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED and MPI_UNDEFINED),
  * MPI_Comm_compare, MPI_Comm_test_inter, the predefined attributes
  * (MPI_TAG_UB, MPI_UNIVERSE_SIZE, MPI_WTIME_IS_GLOBAL) and communicator
@@ -93,6 +95,50 @@ static void group_calls(void) {
   } else {
     expect(evens_comm == MPI_COMM_NULL, "an odd rank gets MPI_COMM_NULL from MPI_Comm_create of the evens");
   }
+
+  /* MPI_Comm_create_group: only the members call. The odd ranks make a
+   * communicator of the odds in reverse order while the even ranks make one
+   * of the evens (other tags); then ranks 0 and size-1 alone make one, the
+   * others do not call; a group without this rank gives MPI_COMM_NULL. */
+  int mine_list[64], n_mine = 0, my_position = -1;
+  for (int r = size - 1; r >= 0; --r) {
+    if (r % 2 == 1 && rank % 2 == 1) mine_list[n_mine++] = r;
+  }
+  for (int r = 0; r < size; ++r) {
+    if (r % 2 == 0 && rank % 2 == 0) mine_list[n_mine++] = r;
+  }
+  for (int i = 0; i < n_mine; ++i) {
+    if (mine_list[i] == rank) my_position = i;
+  }
+  MPI_Group mine_group;
+  MPI_Group_incl(world, n_mine, mine_list, &mine_group);
+  MPI_Comm parity_comm = MPI_COMM_NULL;
+  MPI_Comm_create_group(MPI_COMM_WORLD, mine_group, rank % 2 == 0 ? 11 : 12, &parity_comm);
+  int pc_rank = -1, pc_size = -1, pc_sum = -1, want_sum = 0;
+  for (int i = 0; i < n_mine; ++i) want_sum += mine_list[i];
+  MPI_Comm_rank(parity_comm, &pc_rank);
+  MPI_Comm_size(parity_comm, &pc_size);
+  MPI_Allreduce(&rank, &pc_sum, 1, MPI_INT, MPI_SUM, parity_comm);
+  expect(pc_rank == my_position && pc_size == n_mine && pc_sum == want_sum,
+         "create_group of my parity: rank %d (want %d), size %d (want %d), sum %d (want %d)", pc_rank, my_position,
+         pc_size, n_mine, pc_sum, want_sum);
+  int ends_list[2] = {0, size - 1}, ends_sum = -1;
+  if (rank == 0 || rank == size - 1) {
+    MPI_Group ends;
+    MPI_Group_incl(world, size > 1 ? 2 : 1, ends_list, &ends);
+    MPI_Comm ends_comm = MPI_COMM_NULL;
+    MPI_Comm_create_group(MPI_COMM_WORLD, ends, 7, &ends_comm);
+    MPI_Allreduce(&rank, &ends_sum, 1, MPI_INT, MPI_SUM, ends_comm);
+    expect(ends_sum == size - 1, "create_group of ranks 0 and %d: sum %d", size - 1, ends_sum);
+    MPI_Comm_free(&ends_comm);
+    MPI_Group_free(&ends);
+  }
+  MPI_Comm none = MPI_COMM_WORLD;
+  MPI_Comm_create_group(MPI_COMM_WORLD, MPI_GROUP_EMPTY, 5, &none);
+  expect(none == MPI_COMM_NULL, "create_group of an empty group gives MPI_COMM_NULL");
+  say("create_group: parity communicators of %d and %d ranks, ends sum %d", (size + 1) / 2, size / 2, size - 1);
+  MPI_Comm_free(&parity_comm);
+  MPI_Group_free(&mine_group);
 
   /* MPI_Comm_compare. */
   MPI_Comm dup;

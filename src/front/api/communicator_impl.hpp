@@ -268,6 +268,8 @@ class CommunicatorImpl {
   // Collective over this communicator (see Communicator::split). Returns
   // nullptr to ranks that passed a negative color.
   std::unique_ptr<CommunicatorImpl> split(int color, int key);
+  // Collective over `members` only (communicator_create_group.cc).
+  std::unique_ptr<CommunicatorImpl> create_group(std::span<const int> members, int tag);
 
   void set_algorithm(Collective op, std::string_view name);
   std::vector<std::string> algorithms(Collective op) const;

@@ -10,6 +10,7 @@
 // value-index pairs) takes the one strategy the non-blocking calls take:
 // every rank's contribution gathered, then combined in rank order
 // (requests.hpp, "Reductions chorus lacks"), started and waited for here.
+#include "mpi/entry_bodies.hpp"
 #include "mpi/requests.hpp"
 
 #include <algorithm>
@@ -50,8 +51,8 @@ void reduce_scatter_block(const Comm& comm, const void* send, void* recv, size_t
 
 }  // namespace
 
-Reduction reduction(const Comm& comm, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                    std::optional<int> root) {
+Reduction reduction(const Comm& comm, const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype,
+                    MPI_Op op, std::optional<int> root) {
   const size_t n = use_count(count, "count");
   const Datatype& type = use_type(datatype, "datatype");
   check_op(op, type);
@@ -64,11 +65,11 @@ Reduction reduction(const Comm& comm, const void* sendbuf, void* recvbuf, int co
   return Reduction{n, type, op, send, recvbuf, receives, fast_path(op, type)};
 }
 
-ReduceScatterCounts reduce_scatter_counts(const Comm& comm, const void* sendbuf, void* recvbuf,
-                                          const int recvcounts[], MPI_Datatype datatype, MPI_Op op) {
+ReduceScatterCounts reduce_scatter_counts(const Comm& comm, const void* sendbuf, void* recvbuf, CountArray recvcounts,
+                                          MPI_Datatype datatype, MPI_Op op) {
   const Datatype& type = use_type(datatype, "datatype");
   check_op(op, type);
-  if (recvcounts == nullptr) fail(MPI_ERR_ARG, "null recvcounts");
+  if (recvcounts.null()) fail(MPI_ERR_ARG, "null recvcounts");
   std::vector<size_t> counts(static_cast<size_t>(comm.size));
   for (size_t r = 0; r < counts.size(); ++r) counts[r] = use_count(recvcounts[r], "recvcounts[r]");
   const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
@@ -78,7 +79,7 @@ ReduceScatterCounts reduce_scatter_counts(const Comm& comm, const void* sendbuf,
   return ReduceScatterCounts{type, std::move(counts), total, send};
 }
 
-Broadcast broadcast_args(const Comm& comm, const void* buffer, int count, MPI_Datatype datatype, int root) {
+Broadcast broadcast_args(const Comm& comm, const void* buffer, MPI_Count count, MPI_Datatype datatype, int root) {
   const size_t n = use_count(count, "count");
   const Datatype& type = use_type(datatype, "datatype");
   check_root(root, comm);
@@ -86,8 +87,8 @@ Broadcast broadcast_args(const Comm& comm, const void* buffer, int count, MPI_Da
   return Broadcast{n, type, packed_bytes(n, type)};
 }
 
-BlockExchange block_exchange(const Comm& comm, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
-                             const void* recvbuf, int recvcount, MPI_Datatype recvtype, size_t send_blocks) {
+BlockExchange block_exchange(const Comm& comm, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                             const void* recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, size_t send_blocks) {
   const size_t rcount = use_count(recvcount, "recvcount");
   const Datatype& rtype = use_type(recvtype, "recvtype");
   const size_t block = packed_bytes(rcount, rtype);
@@ -107,16 +108,10 @@ BlockExchange block_exchange(const Comm& comm, const void* sendbuf, int sendcoun
 
 }  // namespace chorus::mpi
 
-using namespace chorus::mpi;
+namespace chorus::mpi {
 
-extern "C" {
-
-int MPI_Barrier(MPI_Comm comm) {
-  return call("MPI_Barrier", comm, [&] { use_comm(comm).chorus.barrier(); });
-}
-
-int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
-  return call("MPI_Bcast", comm, [&] {
+int bcast_entry(const char* function, void* buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  return call(function, comm, [&] {
     Comm c = use_comm(comm);
     const Broadcast b = broadcast_args(c, buffer, count, datatype, root);
     if (b.bytes == 0) return;
@@ -128,8 +123,9 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
   });
 }
 
-int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return call("MPI_Allreduce", comm, [&] {
+int allreduce_entry(const char* function, const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype,
+                    MPI_Op op, MPI_Comm comm) {
+  return call(function, comm, [&] {
     Comm c = use_comm(comm);
     const Reduction a = reduction(c, sendbuf, recvbuf, count, datatype, op, std::nullopt);
     if (a.empty()) return;
@@ -141,9 +137,9 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
   });
 }
 
-int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
-               MPI_Comm comm) {
-  return call("MPI_Reduce", comm, [&] {
+int reduce_entry(const char* function, const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype,
+                 MPI_Op op, int root, MPI_Comm comm) {
+  return call(function, comm, [&] {
     Comm c = use_comm(comm);
     const Reduction a = reduction(c, sendbuf, recvbuf, count, datatype, op, root);
     if (a.empty()) return;
@@ -157,9 +153,9 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datat
   });
 }
 
-int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                  MPI_Datatype recvtype, MPI_Comm comm) {
-  return call("MPI_Allgather", comm, [&] {
+int allgather_entry(const char* function, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                    void* recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  return call(function, comm, [&] {
     Comm c = use_comm(comm);
     BlockExchange a = block_exchange(c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, 1);
     if (a.block == 0) return;
@@ -181,24 +177,25 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
   });
 }
 
-int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                 MPI_Datatype recvtype, MPI_Comm comm) {
-  return call("MPI_Alltoall", comm, [&] {
+int alltoall_entry(const char* function, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void* recvbuf,
+                   MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  return call(function, comm, [&] {
     Comm c = use_comm(comm);
     BlockExchange a =
         block_exchange(c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, static_cast<size_t>(c.size));
     if (a.in_place) a.send = packed_view(recvbuf, a.total_count, a.rtype);
     if (a.block == 0) return;
-    if (a.rtype.contiguous()) return c.chorus.alltoall(a.send.data, recvbuf, a.block, kBytes);  // same pointer: in place
+    if (a.rtype.contiguous())
+      return c.chorus.alltoall(a.send.data, recvbuf, a.block, kBytes);  // same pointer: in place
     Bytes packed(a.block * static_cast<size_t>(c.size));
     c.chorus.alltoall(a.send.data, packed.data(), a.block, kBytes);
     unpack(packed.data(), a.total_count, a.rtype, recvbuf);
   });
 }
 
-int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
-                             MPI_Comm comm) {
-  return call("MPI_Reduce_scatter_block", comm, [&] {
+int reduce_scatter_block_entry(const char* function, const void* sendbuf, void* recvbuf, MPI_Count recvcount,
+                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return call(function, comm, [&] {
     Comm c = use_comm(comm);
     const size_t n = use_count(recvcount, "recvcount");
     const Datatype& type = use_type(datatype, "datatype");
@@ -211,9 +208,9 @@ int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, 
   });
 }
 
-int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
-                       MPI_Comm comm) {
-  return call("MPI_Reduce_scatter", comm, [&] {
+int reduce_scatter_entry(const char* function, const void* sendbuf, void* recvbuf, CountArray recvcounts,
+                         MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return call(function, comm, [&] {
     Comm c = use_comm(comm);
     const ReduceScatterCounts a = reduce_scatter_counts(c, sendbuf, recvbuf, recvcounts, datatype, op);
     if (packed_bytes(a.total, a.type) == 0) return;
@@ -236,8 +233,9 @@ int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[
   });
 }
 
-int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype, MPI_Op op) {
-  return call("MPI_Reduce_local", MPI_COMM_WORLD, [&] {
+int reduce_local_entry(const char* function, const void* inbuf, void* inoutbuf, MPI_Count count, MPI_Datatype datatype,
+                       MPI_Op op) {
+  return call(function, MPI_COMM_WORLD, [&] {
     const size_t n = use_count(count, "count");
     const Datatype& type = use_type(datatype, "datatype");
     check_op(op, type);
@@ -250,6 +248,53 @@ int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype 
     reduce_local(op, type, in.data(), inout.data(), n);
     unpack(inout.data(), n, type, inoutbuf);
   });
+}
+
+}  // namespace chorus::mpi
+
+using namespace chorus::mpi;
+
+extern "C" {
+
+int MPI_Barrier(MPI_Comm comm) {
+  return call("MPI_Barrier", comm, [&] { use_comm(comm).chorus.barrier(); });
+}
+
+int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  return bcast_entry("MPI_Bcast", buffer, count, datatype, root, comm);
+}
+
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return allreduce_entry("MPI_Allreduce", sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+               MPI_Comm comm) {
+  return reduce_entry("MPI_Reduce", sendbuf, recvbuf, count, datatype, op, root, comm);
+}
+
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+  return allgather_entry("MPI_Allgather", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                 MPI_Datatype recvtype, MPI_Comm comm) {
+  return alltoall_entry("MPI_Alltoall", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                             MPI_Comm comm) {
+  return reduce_scatter_block_entry("MPI_Reduce_scatter_block", sendbuf, recvbuf, recvcount, datatype, op, comm);
+}
+
+int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                       MPI_Comm comm) {
+  return reduce_scatter_entry("MPI_Reduce_scatter", sendbuf, recvbuf, recvcounts, datatype, op, comm);
+}
+
+int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype, MPI_Op op) {
+  return reduce_local_entry("MPI_Reduce_local", inbuf, inoutbuf, count, datatype, op);
 }
 
 }  // extern "C"

@@ -13,7 +13,7 @@ Comm use_comm(MPI_Comm comm) {
   return Comm{comm, *comm->chorus, *comm->internal, comm->chorus->rank(), comm->chorus->size()};
 }
 
-size_t use_count(int count, const char* role) {
+size_t use_count(MPI_Count count, const char* role) {
   if (count < 0) fail(MPI_ERR_COUNT, role, " ", count, " is negative");
   return static_cast<size_t>(count);
 }
@@ -72,6 +72,11 @@ MPI_Comm split_comm(MPI_Comm parent, const Comm& c, int color, int key) {
   std::vector<int32_t> everyone(static_cast<size_t>(child->size()));
   child->allgather(&mine, everyone.data(), 1, chorus::DataType::int32);
   return make_comm(std::move(*child), parent->errhandler, std::vector<int>(everyone.begin(), everyone.end()));
+}
+
+MPI_Comm group_comm(MPI_Comm parent, const Comm& c, const std::vector<int>& members, std::vector<int> world_ranks,
+                    int tag) {
+  return make_comm(c.chorus.create_group(members, tag), parent->errhandler, std::move(world_ranks));
 }
 
 }  // namespace chorus::mpi

@@ -1,6 +1,6 @@
 // Datatypes: the predefined ones, derived types (contiguous, vector,
 // hvector, indexed, hindexed, indexed_block, hindexed_block, struct,
-// resized, dup), and packing between a buffer's memory layout and the
+// subarray, resized, dup), and packing between a buffer's memory layout and the
 // packed bytes that travel.
 //
 // A type is described by the memory layout of one element (a list of blocks,
@@ -407,6 +407,48 @@ int MPI_Type_create_struct(int count, const int array_of_blocklengths[], const M
     if (count > 0 && array_of_types == nullptr) fail(MPI_ERR_ARG, "null array_of_types");
     *newtype = derive(indexed_pieces(count, array_of_blocklengths, nullptr, nullptr, array_of_displacements, nullptr,
                                      array_of_types, 1));
+  });
+}
+
+int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
+                             const int array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return call("MPI_Type_create_subarray", MPI_COMM_WORLD, [&] {
+    const Datatype& old = use_any_type(oldtype, "oldtype");
+    check_new_type(newtype);
+    if (ndims <= 0) fail(MPI_ERR_ARG, "ndims ", ndims, " is not positive");
+    if (array_of_sizes == nullptr || array_of_subsizes == nullptr || array_of_starts == nullptr) {
+      fail(MPI_ERR_ARG, "null array_of_sizes, array_of_subsizes or array_of_starts");
+    }
+    if (order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN) fail(MPI_ERR_ARG, "order ", order, " is neither C nor Fortran");
+    const auto dims = static_cast<size_t>(ndims);
+    for (size_t d = 0; d < dims; ++d) {
+      if (array_of_sizes[d] <= 0 || array_of_subsizes[d] <= 0 || array_of_subsizes[d] > array_of_sizes[d] ||
+          array_of_starts[d] < 0 || array_of_starts[d] > array_of_sizes[d] - array_of_subsizes[d]) {
+        fail(MPI_ERR_ARG, "dimension ", d, ": size ", array_of_sizes[d], ", subsize ", array_of_subsizes[d], ", start ",
+             array_of_starts[d], " (need 0 < subsize <= size and 0 <= start <= size - subsize)");
+      }
+    }
+    // Dimension k from the fastest-varying: the last in C order, the first in Fortran order.
+    auto dim = [&](size_t k) { return order == MPI_ORDER_C ? dims - 1 - k : k; };
+    std::vector<MPI_Aint> stride(dims);  // bytes between neighbours along dimension k
+    MPI_Aint bytes = old.extent;
+    for (size_t k = 0; k < dims; ++k) {
+      stride[k] = bytes;
+      bytes *= array_of_sizes[dim(k)];
+    }
+    // One piece per row of the fastest dimension, in memory order.
+    std::vector<Piece> pieces;
+    std::vector<int> index(dims, 0);  // position inside the subarray, dimensions 1.. (k = 0 is the row)
+    while (true) {
+      MPI_Aint offset = 0;
+      for (size_t k = 0; k < dims; ++k) offset += (array_of_starts[dim(k)] + (k == 0 ? 0 : index[k])) * stride[k];
+      pieces.push_back(Piece{&old, offset, static_cast<size_t>(array_of_subsizes[dim(0)])});
+      size_t k = 1;
+      while (k < dims && ++index[k] == array_of_subsizes[dim(k)]) index[k++] = 0;
+      if (k == dims) break;
+    }
+    // The type spans the whole array (MPI-3.1 4.1.3): lb 0, extent its size.
+    *newtype = derive(pieces, std::make_pair(MPI_Aint{0}, bytes));
   });
 }
 

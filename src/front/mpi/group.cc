@@ -7,7 +7,8 @@
 // communicator keeps the same list for its own members (comm.cc), so group
 // operations are local, as MPI has them. MPI_Comm_create is a split of the
 // parent (collective over it, as MPI requires): members take color 0 and
-// their position in the group as key.
+// their position in the group as key. MPI_Comm_create_group is collective
+// over the group's members only (chorus' Communicator::create_group).
 #include "mpi/internal.hpp"
 
 #include <algorithm>
@@ -250,6 +251,28 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
     *newcomm = MPI_COMM_NULL;
     const int mine = position(g.world_ranks, world_rank());
     *newcomm = split_comm(comm, c, mine == MPI_UNDEFINED ? MPI_UNDEFINED : 0, mine);
+  });
+}
+
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm) {
+  return call("MPI_Comm_create_group", comm, [&] {
+    Comm c = use_comm(comm);
+    const chorus_mpi_group& g = use_group(group);
+    check_output(newcomm, "newcomm");
+    if (tag < 0) fail(MPI_ERR_TAG, "tag ", tag, " is negative");
+    *newcomm = MPI_COMM_NULL;
+    // MPI-3.1 6.4.2: a process outside the group gets MPI_COMM_NULL, locally.
+    if (position(g.world_ranks, world_rank()) == MPI_UNDEFINED) return;
+    std::vector<int> members;
+    members.reserve(g.world_ranks.size());
+    for (int member : g.world_ranks) {
+      const int rank = position(comm->world_ranks, member);
+      if (rank == MPI_UNDEFINED) {
+        fail(MPI_ERR_GROUP, "the group holds MPI_COMM_WORLD rank ", member, ", which is not in the communicator");
+      }
+      members.push_back(rank);
+    }
+    *newcomm = group_comm(comm, c, members, g.world_ranks, tag);
   });
 }
 

@@ -14,6 +14,7 @@
 // them in rank order when the request completes, on the thread that
 // completes it: correct for non-commutative ops, at the cost of moving
 // size x the data.
+#include "mpi/entry_bodies.hpp"
 #include "mpi/requests.hpp"
 
 #include <cstring>
@@ -58,8 +59,8 @@ void combine_when_complete(chorus_mpi_request& request, int size, size_t count, 
 // and type; else every rank's contribution gathered (iallgather) and, when
 // the request completes, ranks 0..rank (exscan: 0..rank-1) combined in rank
 // order. Exscan leaves rank 0's receive buffer untouched (MPI: undefined).
-int start_scan(const char* function, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-               MPI_Comm comm, MPI_Request* request, bool exclusive) {
+int start_scan(const char* function, const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype,
+               MPI_Op op, MPI_Comm comm, MPI_Request* request, bool exclusive) {
   return start_collective(function, comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     const ScanArgs a = scan_args(sendbuf, recvbuf, count, datatype, op);
     const size_t n = a.count, block = a.bytes;
@@ -166,27 +167,21 @@ void start_reduce_scatter_block(const Comm& c, chorus_mpi_request& r, const void
 
 }  // namespace chorus::mpi
 
-using namespace chorus::mpi;
+namespace chorus::mpi {
 
-extern "C" {
-
-int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
-              MPI_Request* request) {
-  return start_scan("MPI_Iscan", sendbuf, recvbuf, count, datatype, op, comm, request, false);
+int iscan_entry(const char* function, const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype,
+                MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  return start_scan(function, sendbuf, recvbuf, count, datatype, op, comm, request, false);
 }
 
-int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
-                MPI_Request* request) {
-  return start_scan("MPI_Iexscan", sendbuf, recvbuf, count, datatype, op, comm, request, true);
+int iexscan_entry(const char* function, const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype,
+                  MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  return start_scan(function, sendbuf, recvbuf, count, datatype, op, comm, request, true);
 }
 
-int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
-  return start_collective("MPI_Ibarrier", comm, request,
-               [&](const Comm& c, chorus_mpi_request& r) { r.operation = c.chorus.ibarrier(); });
-}
-
-int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request* request) {
-  return start_collective("MPI_Ibcast", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+int ibcast_entry(const char* function, void* buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                 MPI_Request* request) {
+  return start_collective(function, comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     const Broadcast b = broadcast_args(c, buffer, count, datatype, root);
     if (b.bytes == 0) return;
     if (b.type.contiguous()) {
@@ -203,9 +198,9 @@ int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Com
   });
 }
 
-int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
-                   MPI_Request* request) {
-  return start_collective("MPI_Iallreduce", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+int iallreduce_entry(const char* function, const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype,
+                     MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  return start_collective(function, comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     const Reduction a = reduction(c, sendbuf, recvbuf, count, datatype, op, std::nullopt);
     if (a.empty()) return;
     if (!a.fast) return start_gathered_reduction(c, r, a);
@@ -220,9 +215,9 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype d
   });
 }
 
-int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
-                MPI_Comm comm, MPI_Request* request) {
-  return start_collective("MPI_Ireduce", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+int ireduce_entry(const char* function, const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype,
+                  MPI_Op op, int root, MPI_Comm comm, MPI_Request* request) {
+  return start_collective(function, comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     const Reduction a = reduction(c, sendbuf, recvbuf, count, datatype, op, root);
     if (a.empty()) return;
     if (!a.fast) return start_gathered_reduction(c, r, a);
@@ -238,9 +233,9 @@ int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype data
   });
 }
 
-int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  return start_collective("MPI_Iallgather", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+int iallgather_entry(const char* function, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                     void* recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return start_collective(function, comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     BlockExchange a = block_exchange(c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, 1);
     if (a.block == 0) return;
     const size_t rank_offset = static_cast<size_t>(c.rank) * a.block;
@@ -262,9 +257,9 @@ int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
   });
 }
 
-int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  return start_collective("MPI_Ialltoall", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+int ialltoall_entry(const char* function, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                    void* recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return start_collective(function, comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     BlockExchange a =
         block_exchange(c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, static_cast<size_t>(c.size));
     if (a.in_place) a.send = packed_view(recvbuf, a.total_count, a.rtype);
@@ -280,9 +275,9 @@ int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
   });
 }
 
-int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
-                              MPI_Comm comm, MPI_Request* request) {
-  return start_collective("MPI_Ireduce_scatter_block", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+int ireduce_scatter_block_entry(const char* function, const void* sendbuf, void* recvbuf, MPI_Count recvcount,
+                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  return start_collective(function, comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     const size_t n = use_count(recvcount, "recvcount");
     const Datatype& type = use_type(datatype, "datatype");
     check_op(op, type);
@@ -294,14 +289,70 @@ int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
   });
 }
 
-int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
-                        MPI_Comm comm, MPI_Request* request) {
-  return start_collective("MPI_Ireduce_scatter", comm, request, [&](const Comm& c, chorus_mpi_request& r) {
+int ireduce_scatter_entry(const char* function, const void* sendbuf, void* recvbuf, CountArray recvcounts,
+                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  return start_collective(function, comm, request, [&](const Comm& c, chorus_mpi_request& r) {
     const ReduceScatterCounts a = reduce_scatter_counts(c, sendbuf, recvbuf, recvcounts, datatype, op);
     if (packed_bytes(a.total, a.type) == 0) return;
     if (a.even()) return start_reduce_scatter_block(c, r, a.send, recvbuf, a.counts[0], a.type, op);
     start_gathered_reduce_scatter_v(c, r, a.send, a.counts, a.type, op, recvbuf);
   });
+}
+
+}  // namespace chorus::mpi
+
+using namespace chorus::mpi;
+
+extern "C" {
+
+int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+              MPI_Request* request) {
+  return iscan_entry("MPI_Iscan", sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+
+int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                MPI_Request* request) {
+  return iexscan_entry("MPI_Iexscan", sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
+  return start_collective("MPI_Ibarrier", comm, request,
+                          [&](const Comm& c, chorus_mpi_request& r) { r.operation = c.chorus.ibarrier(); });
+}
+
+int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request* request) {
+  return ibcast_entry("MPI_Ibcast", buffer, count, datatype, root, comm, request);
+}
+
+int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                   MPI_Request* request) {
+  return iallreduce_entry("MPI_Iallreduce", sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+
+int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+                MPI_Comm comm, MPI_Request* request) {
+  return ireduce_entry("MPI_Ireduce", sendbuf, recvbuf, count, datatype, op, root, comm, request);
+}
+
+int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return iallgather_entry("MPI_Iallgather", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+}
+
+int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return ialltoall_entry("MPI_Ialltoall", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+}
+
+int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                              MPI_Comm comm, MPI_Request* request) {
+  return ireduce_scatter_block_entry("MPI_Ireduce_scatter_block", sendbuf, recvbuf, recvcount, datatype, op, comm,
+                                     request);
+}
+
+int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                        MPI_Comm comm, MPI_Request* request) {
+  return ireduce_scatter_entry("MPI_Ireduce_scatter", sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
 }
 
 }  // extern "C"

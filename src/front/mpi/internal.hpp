@@ -188,8 +188,27 @@ Comm use_comm(MPI_Comm comm);                                   // MPI_ERR_COMM
 // Collective over `parent` (c): the new communicator of this rank's color,
 // ordered by key (MPI_COMM_NULL for MPI_UNDEFINED), with its members' world ranks.
 MPI_Comm split_comm(MPI_Comm parent, const Comm& c, int color, int key);
+// Collective over the members only: the communicator of `members` (ranks of
+// `parent`, in new-rank order; their world ranks in `world_ranks`).
+MPI_Comm group_comm(MPI_Comm parent, const Comm& c, const std::vector<int>& members, std::vector<int> world_ranks,
+                    int tag);
 const Datatype& use_type(MPI_Datatype datatype, const char* role);  // MPI_ERR_TYPE (valid and committed)
-size_t use_count(int count, const char* role);                  // MPI_ERR_COUNT
+size_t use_count(MPI_Count count, const char* role);                // MPI_ERR_COUNT
+
+// A count or displacement array as the caller passed it: int in the MPI-3.1
+// functions, MPI_Count (counts) and MPI_Aint (displacements) in the MPI-4
+// large-count `_c` ones. One body serves both (large_count.cc).
+template <class Wide>
+struct WidthArray {
+  const int* narrow = nullptr;
+  const Wide* wide = nullptr;
+  WidthArray(const int* values) : narrow(values) {}  // NOLINT: both forms convert implicitly
+  WidthArray(const Wide* values) : wide(values) {}   // NOLINT
+  bool null() const { return narrow == nullptr && wide == nullptr; }
+  Wide operator[](size_t i) const { return narrow != nullptr ? Wide{narrow[i]} : wide[i]; }
+};
+using CountArray = WidthArray<MPI_Count>;
+using DisplArray = WidthArray<MPI_Aint>;
 void check_root(int root, const Comm& comm);                    // MPI_ERR_ROOT
 void check_buffer(const void* buffer, size_t count, const char* role);  // MPI_ERR_BUFFER
 
@@ -238,7 +257,7 @@ struct Broadcast {
   const Datatype& type;
   size_t bytes;
 };
-Broadcast broadcast_args(const Comm& comm, const void* buffer, int count, MPI_Datatype datatype, int root);
+Broadcast broadcast_args(const Comm& comm, const void* buffer, MPI_Count count, MPI_Datatype datatype, int root);
 
 // The checked arguments of an allgather or alltoall, blocking or not: the
 // receive side and, unless in place, the send buffer packed (`send_blocks`
@@ -252,9 +271,8 @@ struct BlockExchange {
   bool in_place;
   PackedView send;
 };
-BlockExchange block_exchange(const Comm& comm, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
-                             const void* recvbuf, int recvcount, MPI_Datatype recvtype, size_t send_blocks);
-
+BlockExchange block_exchange(const Comm& comm, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                             const void* recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, size_t send_blocks);
 
 // ---- reductions ------------------------------------------------------------
 
@@ -281,7 +299,7 @@ struct ScanArgs {
   const void* send;
   size_t bytes;
 };
-ScanArgs scan_args(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op);
+ScanArgs scan_args(const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op);
 
 // The checked arguments of an allreduce (no root) or a reduce to `root`,
 // blocking or not: the send data (recvbuf when MPI_IN_PLACE, which reduce
@@ -299,8 +317,8 @@ struct Reduction {
   bool empty() const { return packed_bytes(count, type) == 0; }
   size_t chorus_count() const { return count * fast->count; }  // elements of fast->dtype
 };
-Reduction reduction(const Comm& comm, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                    std::optional<int> root);
+Reduction reduction(const Comm& comm, const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype,
+                    MPI_Op op, std::optional<int> root);
 
 // x0 op (x1 op (... op x[size-1])) of the `size` packed blocks of `count`
 // elements in `blocks` (block r is rank r's contribution): how every

@@ -93,8 +93,8 @@ struct ReduceScatterCounts {
     return std::all_of(counts.begin(), counts.end(), [&](size_t n) { return n == counts[0]; });
   }
 };
-ReduceScatterCounts reduce_scatter_counts(const Comm& comm, const void* sendbuf, void* recvbuf,
-                                          const int recvcounts[], MPI_Datatype datatype, MPI_Op op);
+ReduceScatterCounts reduce_scatter_counts(const Comm& comm, const void* sendbuf, void* recvbuf, CountArray recvcounts,
+                                          MPI_Datatype datatype, MPI_Op op);
 
 // A blocking call's way to a non-blocking strategy: `start(request)` starts
 // the operation in a request of `comm` that is never published, then this

@@ -12,6 +12,8 @@
 // unpacked from) a temporary laid out as blocks one after another. A root's
 // own block in place (MPI_IN_PLACE) stays in the user's buffer for
 // contiguous types.
+#include "mpi/byte_layout.hpp"
+#include "mpi/entry_bodies.hpp"
 #include "mpi/requests.hpp"
 
 #include <algorithm>
@@ -25,15 +27,10 @@ namespace {
 
 constexpr auto kBytes = chorus::DataType::uint8;
 
-const int* use_array(const int* values, const char* name) {
-  if (values == nullptr) fail(MPI_ERR_ARG, "null ", name);
-  return values;
-}
-
-void read_counts(const Comm& c, const int* counts_in, const int* displs_in, std::vector<size_t>& counts,
+void read_counts(const Comm& c, CountArray counts_in, DisplArray displs_in, std::vector<size_t>& counts,
                  std::vector<size_t>& displs) {
-  use_array(counts_in, "counts");
-  use_array(displs_in, "displs");
+  if (counts_in.null()) fail(MPI_ERR_ARG, "null counts");
+  if (displs_in.null()) fail(MPI_ERR_ARG, "null displs");
   counts.resize(static_cast<size_t>(c.size));
   displs.resize(static_cast<size_t>(c.size));
   for (size_t r = 0; r < counts.size(); ++r) {
@@ -42,70 +39,6 @@ void read_counts(const Comm& c, const int* counts_in, const int* displs_in, std:
     displs[r] = static_cast<size_t>(displs_in[r]);
   }
 }
-
-// Where the blocks of a v- or w-layout travel from or to, in bytes: the
-// user's buffer itself where every type is contiguous, else a packed
-// temporary (`packed`) whose blocks follow one another. It keeps copies of
-// the types (an I-form's caller may free them before the request
-// completes) and of the counts, so it can unpack after the call returned.
-struct ByteLayout {
-  std::vector<size_t> counts, displs;  // bytes chorus moves per rank, and where in base()
-  std::vector<size_t> element_counts;  // elements per rank
-  std::vector<size_t> user_offsets;    // bytes from the start of the user's buffer per rank
-  std::vector<Datatype> types;         // one for all ranks, or one per rank (w-forms)
-  bool direct = true;
-  Bytes packed;
-
-  // v-forms: displacements in elements of `type`.
-  ByteLayout(std::vector<size_t> element_counts_in, const std::vector<size_t>& element_displs, const Datatype& type)
-      : element_counts(std::move(element_counts_in)), types{type} {
-    user_offsets.resize(element_displs.size());
-    for (size_t r = 0; r < element_displs.size(); ++r) {
-      user_offsets[r] = element_displs[r] * static_cast<size_t>(type.extent);
-    }
-    lay_out();
-  }
-  // w-forms: displacements in bytes, a type per rank.
-  ByteLayout(std::vector<size_t> element_counts_in, std::vector<size_t> byte_displs, std::vector<Datatype> per_rank)
-      : element_counts(std::move(element_counts_in)), user_offsets(std::move(byte_displs)), types(std::move(per_rank)) {
-    lay_out();
-  }
-  const Datatype& type(size_t rank) const { return types.size() == 1 ? types[0] : types[rank]; }
-  // The buffer chorus reads or writes: the user's, or the packed temporary.
-  std::byte* base(void* user) { return direct ? static_cast<std::byte*>(user) : packed.data(); }
-  std::byte* block(void* user, size_t rank) { return base(user) + displs[rank]; }
-  // Packed temporary <-> user memory, block by block (not for `skip`).
-  void unpack_into(void* user, size_t skip = SIZE_MAX) const {
-    if (direct) return;
-    for (size_t r = 0; r < counts.size(); ++r) {
-      if (r != skip) unpack(packed.data() + displs[r], element_counts[r], type(r), user_block(user, r));
-    }
-  }
-  void pack_from(const void* user) {
-    if (direct) return;
-    for (size_t r = 0; r < counts.size(); ++r) pack_one(user, r);
-  }
-  void pack_one(const void* user, size_t rank) {
-    if (!direct) pack(user_block(const_cast<void*>(user), rank), element_counts[rank], type(rank), packed.data() + displs[rank]);
-  }
-
- private:
-  static std::byte* user_block_of(void* user, size_t offset) { return static_cast<std::byte*>(user) + offset; }
-  std::byte* user_block(void* user, size_t rank) const { return user_block_of(user, user_offsets[rank]); }
-  void lay_out() {
-    const size_t ranks = element_counts.size();
-    counts.resize(ranks);
-    displs.resize(ranks);
-    direct = std::all_of(types.begin(), types.end(), [](const Datatype& t) { return t.contiguous(); });
-    size_t offset = 0;
-    for (size_t r = 0; r < ranks; ++r) {
-      counts[r] = packed_bytes(element_counts[r], type(r));
-      displs[r] = direct ? user_offsets[r] : offset;
-      offset += counts[r];
-    }
-    if (!direct) packed.resize(offset);
-  }
-};
 
 // Where a call runs: to completion on this thread (request == nullptr: the
 // blocking forms), or started into an I-form's request. `keep` holds what
@@ -142,7 +75,7 @@ void check_own_block(size_t sent_bytes, size_t received_bytes) {
 }
 
 // This rank's send data, packed (nothing for MPI_IN_PLACE).
-PackedView own_data(const void* sendbuf, int sendcount, MPI_Datatype sendtype) {
+PackedView own_data(const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype) {
   if (sendbuf == MPI_IN_PLACE) return PackedView{nullptr, 0, {}};
   const size_t count = use_count(sendcount, "sendcount");
   const Datatype& type = use_type(sendtype, "sendtype");
@@ -158,7 +91,7 @@ struct Staged {
 };
 
 // Gather (v or not): every rank's packed block to the root's layout.
-void gather(Mode m, const Comm& c, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+void gather(Mode m, const Comm& c, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void* recvbuf,
             std::vector<size_t> counts, const std::vector<size_t>& displs, const Datatype* rtype, int root,
             bool uniform_blocks) {
   const bool is_root = c.rank == root;
@@ -198,7 +131,7 @@ void gather(Mode m, const Comm& c, const void* sendbuf, int sendcount, MPI_Datat
 
 // Scatter (v or not): the root's blocks, packed, to every rank.
 void scatter(Mode m, const Comm& c, const void* sendbuf, std::vector<size_t> counts, const std::vector<size_t>& displs,
-             const Datatype* stype, void* recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+             const Datatype* stype, void* recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root,
              bool uniform_blocks) {
   const bool is_root = c.rank == root;
   const bool in_place = recvbuf == MPI_IN_PLACE;
@@ -245,8 +178,8 @@ void scatter(Mode m, const Comm& c, const void* sendbuf, std::vector<size_t> cou
 }
 
 // Allgatherv: every rank's block to every rank's layout.
-void allgatherv(Mode m, const Comm& c, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                const int recvcounts[], const int displs[], MPI_Datatype recvtype) {
+void allgatherv(Mode m, const Comm& c, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void* recvbuf,
+                CountArray recvcounts, DisplArray displs, MPI_Datatype recvtype) {
   const Datatype& rtype = use_type(recvtype, "recvtype");
   std::vector<size_t> counts, offsets;
   read_counts(c, recvcounts, displs, counts, offsets);
@@ -302,9 +235,8 @@ void exchange(Mode m, const Comm& c, const std::shared_ptr<Exchanged>& s, const 
         [&] { return comm.ialltoallv(send, in.counts, in.displs, recv, out.counts, out.displs, kBytes); }, s, after);
 }
 
-void alltoallv(Mode m, const Comm& c, const void* sendbuf, const int sendcounts[], const int sdispls[],
-               MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
-               MPI_Datatype recvtype) {
+void alltoallv(Mode m, const Comm& c, const void* sendbuf, CountArray sendcounts, DisplArray sdispls,
+               MPI_Datatype sendtype, void* recvbuf, CountArray recvcounts, DisplArray rdispls, MPI_Datatype recvtype) {
   const Datatype& rtype = use_type(recvtype, "recvtype");
   std::vector<size_t> rcounts, roffsets;
   read_counts(c, recvcounts, rdispls, rcounts, roffsets);
@@ -331,8 +263,8 @@ std::vector<Datatype> read_types(const Comm& c, const MPI_Datatype* types, const
 }
 
 // Alltoallw: a count, byte displacement and type per rank on both sides.
-void alltoallw(Mode m, const Comm& c, const void* sendbuf, const int sendcounts[], const int sdispls[],
-               const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[], const int rdispls[],
+void alltoallw(Mode m, const Comm& c, const void* sendbuf, CountArray sendcounts, DisplArray sdispls,
+               const MPI_Datatype sendtypes[], void* recvbuf, CountArray recvcounts, DisplArray rdispls,
                const MPI_Datatype recvtypes[]) {
   std::vector<size_t> rcounts, roffsets;
   read_counts(c, recvcounts, rdispls, rcounts, roffsets);
@@ -352,8 +284,8 @@ void alltoallw(Mode m, const Comm& c, const void* sendbuf, const int sendcounts[
   exchange(m, c, s, sendbuf, recvbuf);
 }
 
-void gather_call(Mode m, const Comm& c, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                 int recvcount, MPI_Datatype recvtype, int root) {
+void gather_call(Mode m, const Comm& c, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 MPI_Count recvcount, MPI_Datatype recvtype, int root) {
   check_root(root, c);
   std::vector<size_t> counts, displs;
   const Datatype* rtype = nullptr;
@@ -366,8 +298,8 @@ void gather_call(Mode m, const Comm& c, const void* sendbuf, int sendcount, MPI_
   gather(m, c, sendbuf, sendcount, sendtype, recvbuf, std::move(counts), displs, rtype, root, true);
 }
 
-void gatherv_call(Mode m, const Comm& c, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                  const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root) {
+void gatherv_call(Mode m, const Comm& c, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  CountArray recvcounts, DisplArray displs, MPI_Datatype recvtype, int root) {
   check_root(root, c);
   std::vector<size_t> counts, offsets;
   const Datatype* rtype = nullptr;
@@ -379,8 +311,8 @@ void gatherv_call(Mode m, const Comm& c, const void* sendbuf, int sendcount, MPI
   gather(m, c, sendbuf, sendcount, sendtype, recvbuf, std::move(counts), offsets, rtype, root, false);
 }
 
-void scatter_call(Mode m, const Comm& c, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                  int recvcount, MPI_Datatype recvtype, int root) {
+void scatter_call(Mode m, const Comm& c, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  MPI_Count recvcount, MPI_Datatype recvtype, int root) {
   check_root(root, c);
   std::vector<size_t> counts, displs;
   const Datatype* stype = nullptr;
@@ -393,8 +325,8 @@ void scatter_call(Mode m, const Comm& c, const void* sendbuf, int sendcount, MPI
   scatter(m, c, sendbuf, std::move(counts), displs, stype, recvbuf, recvcount, recvtype, root, true);
 }
 
-void scatterv_call(Mode m, const Comm& c, const void* sendbuf, const int sendcounts[], const int displs[],
-                   MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, int root) {
+void scatterv_call(Mode m, const Comm& c, const void* sendbuf, CountArray sendcounts, DisplArray displs,
+                   MPI_Datatype sendtype, void* recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root) {
   check_root(root, c);
   std::vector<size_t> counts, offsets;
   const Datatype* stype = nullptr;
@@ -422,103 +354,194 @@ int nonblocking(const char* function, MPI_Comm comm, MPI_Request* request, Body&
 
 }  // namespace chorus::mpi
 
+namespace chorus::mpi {
+
+int gather_entry(const char* function, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return blocking(function, comm, [&](Mode m, const Comm& c) {
+    gather_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root);
+  });
+}
+
+int igather_entry(const char* function, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  return nonblocking(function, comm, request, [&](Mode m, const Comm& c) {
+    gather_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root);
+  });
+}
+
+int gatherv_entry(const char* function, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  CountArray recvcounts, DisplArray displs, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return blocking(function, comm, [&](Mode m, const Comm& c) {
+    gatherv_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root);
+  });
+}
+
+int igatherv_entry(const char* function, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void* recvbuf,
+                   CountArray recvcounts, DisplArray displs, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                   MPI_Request* request) {
+  return nonblocking(function, comm, request, [&](Mode m, const Comm& c) {
+    gatherv_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root);
+  });
+}
+
+int scatter_entry(const char* function, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return blocking(function, comm, [&](Mode m, const Comm& c) {
+    scatter_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root);
+  });
+}
+
+int iscatter_entry(const char* function, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void* recvbuf,
+                   MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  return nonblocking(function, comm, request, [&](Mode m, const Comm& c) {
+    scatter_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root);
+  });
+}
+
+int scatterv_entry(const char* function, const void* sendbuf, CountArray sendcounts, DisplArray displs,
+                   MPI_Datatype sendtype, void* recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root,
+                   MPI_Comm comm) {
+  return blocking(function, comm, [&](Mode m, const Comm& c) {
+    scatterv_call(m, c, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root);
+  });
+}
+
+int iscatterv_entry(const char* function, const void* sendbuf, CountArray sendcounts, DisplArray displs,
+                    MPI_Datatype sendtype, void* recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root,
+                    MPI_Comm comm, MPI_Request* request) {
+  return nonblocking(function, comm, request, [&](Mode m, const Comm& c) {
+    scatterv_call(m, c, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root);
+  });
+}
+
+int allgatherv_entry(const char* function, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                     void* recvbuf, CountArray recvcounts, DisplArray displs, MPI_Datatype recvtype, MPI_Comm comm) {
+  return blocking(function, comm, [&](Mode m, const Comm& c) {
+    allgatherv(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype);
+  });
+}
+
+int iallgatherv_entry(const char* function, const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                      void* recvbuf, CountArray recvcounts, DisplArray displs, MPI_Datatype recvtype, MPI_Comm comm,
+                      MPI_Request* request) {
+  return nonblocking(function, comm, request, [&](Mode m, const Comm& c) {
+    allgatherv(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype);
+  });
+}
+
+int alltoallv_entry(const char* function, const void* sendbuf, CountArray sendcounts, DisplArray sdispls,
+                    MPI_Datatype sendtype, void* recvbuf, CountArray recvcounts, DisplArray rdispls,
+                    MPI_Datatype recvtype, MPI_Comm comm) {
+  return blocking(function, comm, [&](Mode m, const Comm& c) {
+    alltoallv(m, c, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype);
+  });
+}
+
+int ialltoallv_entry(const char* function, const void* sendbuf, CountArray sendcounts, DisplArray sdispls,
+                     MPI_Datatype sendtype, void* recvbuf, CountArray recvcounts, DisplArray rdispls,
+                     MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return nonblocking(function, comm, request, [&](Mode m, const Comm& c) {
+    alltoallv(m, c, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype);
+  });
+}
+
+int alltoallw_entry(const char* function, const void* sendbuf, CountArray sendcounts, DisplArray sdispls,
+                    const MPI_Datatype sendtypes[], void* recvbuf, CountArray recvcounts, DisplArray rdispls,
+                    const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  return blocking(function, comm, [&](Mode m, const Comm& c) {
+    alltoallw(m, c, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes);
+  });
+}
+
+int ialltoallw_entry(const char* function, const void* sendbuf, CountArray sendcounts, DisplArray sdispls,
+                     const MPI_Datatype sendtypes[], void* recvbuf, CountArray recvcounts, DisplArray rdispls,
+                     const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Request* request) {
+  return nonblocking(function, comm, request, [&](Mode m, const Comm& c) {
+    alltoallw(m, c, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes);
+  });
+}
+
+}  // namespace chorus::mpi
+
 using namespace chorus::mpi;
 
 extern "C" {
 
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return blocking("MPI_Gather", comm, [&](Mode m, const Comm& c) {
-    gather_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root);
-  });
+  return gather_entry("MPI_Gather", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
 int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                 MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
-  return nonblocking("MPI_Igather", comm, request, [&](Mode m, const Comm& c) {
-    gather_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root);
-  });
+  return igather_entry("MPI_Igather", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
 }
 
 int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                 const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return blocking("MPI_Gatherv", comm, [&](Mode m, const Comm& c) {
-    gatherv_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root);
-  });
+  return gatherv_entry("MPI_Gatherv", sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
 }
 int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                  const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
-  return nonblocking("MPI_Igatherv", comm, request, [&](Mode m, const Comm& c) {
-    gatherv_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root);
-  });
+  return igatherv_entry("MPI_Igatherv", sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm,
+                        request);
 }
 
 int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                 MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return blocking("MPI_Scatter", comm, [&](Mode m, const Comm& c) {
-    scatter_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root);
-  });
+  return scatter_entry("MPI_Scatter", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
 int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                  MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
-  return nonblocking("MPI_Iscatter", comm, request, [&](Mode m, const Comm& c) {
-    scatter_call(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root);
-  });
+  return iscatter_entry("MPI_Iscatter", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                        request);
 }
 
 int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return blocking("MPI_Scatterv", comm, [&](Mode m, const Comm& c) {
-    scatterv_call(m, c, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root);
-  });
+  return scatterv_entry("MPI_Scatterv", sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root,
+                        comm);
 }
 int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                   void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
                   MPI_Request* request) {
-  return nonblocking("MPI_Iscatterv", comm, request, [&](Mode m, const Comm& c) {
-    scatterv_call(m, c, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root);
-  });
+  return iscatterv_entry("MPI_Iscatterv", sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root,
+                         comm, request);
 }
 
 int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                    const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return blocking("MPI_Allgatherv", comm, [&](Mode m, const Comm& c) {
-    allgatherv(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype);
-  });
+  return allgatherv_entry("MPI_Allgatherv", sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
 }
 int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                     const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  return nonblocking("MPI_Iallgatherv", comm, request, [&](Mode m, const Comm& c) {
-    allgatherv(m, c, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype);
-  });
+  return iallgatherv_entry("MPI_Iallgatherv", sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
+                           request);
 }
 
 int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                   void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return blocking("MPI_Alltoallv", comm, [&](Mode m, const Comm& c) {
-    alltoallv(m, c, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype);
-  });
+  return alltoallv_entry("MPI_Alltoallv", sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                         recvtype, comm);
 }
 int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                    void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
                    MPI_Request* request) {
-  return nonblocking("MPI_Ialltoallv", comm, request, [&](Mode m, const Comm& c) {
-    alltoallv(m, c, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype);
-  });
+  return ialltoallv_entry("MPI_Ialltoallv", sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                          recvtype, comm, request);
 }
 
 int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
                   void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
                   MPI_Comm comm) {
-  return blocking("MPI_Alltoallw", comm, [&](Mode m, const Comm& c) {
-    alltoallw(m, c, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes);
-  });
+  return alltoallw_entry("MPI_Alltoallw", sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                         recvtypes, comm);
 }
 int MPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
                    void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
                    MPI_Comm comm, MPI_Request* request) {
-  return nonblocking("MPI_Ialltoallw", comm, request, [&](Mode m, const Comm& c) {
-    alltoallw(m, c, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes);
-  });
+  return ialltoallw_entry("MPI_Ialltoallw", sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                          recvtypes, comm, request);
 }
 
 }  // extern "C"

@@ -10,6 +10,7 @@
 // is folded into the result on the left (incoming op result) and into the
 // partial on the left; one from above only extends the partial on the right.
 // Ranks whose partner would be >= size skip the step.
+#include "mpi/entry_bodies.hpp"
 #include "mpi/internal.hpp"
 
 #include <cstring>
@@ -18,7 +19,7 @@ namespace chorus::mpi {
 
 namespace {
 
-void scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+void scan(const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
           bool exclusive) {
   Comm c = use_comm(comm);
   const ScanArgs a = scan_args(sendbuf, recvbuf, count, datatype, op);
@@ -63,7 +64,7 @@ void scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, 
 
 }  // namespace
 
-ScanArgs scan_args(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op) {
+ScanArgs scan_args(const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op) {
   const size_t n = use_count(count, "count");
   const Datatype& type = use_type(datatype, "datatype");
   check_op(op, type);
@@ -75,16 +76,30 @@ ScanArgs scan_args(const void* sendbuf, void* recvbuf, int count, MPI_Datatype d
 
 }  // namespace chorus::mpi
 
+namespace chorus::mpi {
+
+int scan_entry(const char* function, const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype,
+               MPI_Op op, MPI_Comm comm) {
+  return call(function, comm, [&] { scan(sendbuf, recvbuf, count, datatype, op, comm, false); });
+}
+
+int exscan_entry(const char* function, const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype,
+                 MPI_Op op, MPI_Comm comm) {
+  return call(function, comm, [&] { scan(sendbuf, recvbuf, count, datatype, op, comm, true); });
+}
+
+}  // namespace chorus::mpi
+
 using namespace chorus::mpi;
 
 extern "C" {
 
 int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return call("MPI_Scan", comm, [&] { scan(sendbuf, recvbuf, count, datatype, op, comm, false); });
+  return scan_entry("MPI_Scan", sendbuf, recvbuf, count, datatype, op, comm);
 }
 
 int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return call("MPI_Exscan", comm, [&] { scan(sendbuf, recvbuf, count, datatype, op, comm, true); });
+  return exscan_entry("MPI_Exscan", sendbuf, recvbuf, count, datatype, op, comm);
 }
 
 }  // extern "C"
