@@ -301,12 +301,17 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key) {
     if (member == rank_) new_rank = static_cast<int>(engine_ranks.size());
     engine_ranks.push_back(engine_ranks_[static_cast<size_t>(member)]);
   }
+  return make_child(context_id, std::move(engine_ranks), new_rank);
+}
+
+std::unique_ptr<CommunicatorImpl> CommunicatorImpl::make_child(uint32_t context_id, std::vector<int> engine_ranks,
+                                                               int rank) const {
   std::unique_ptr<CommunicatorImpl> child(new CommunicatorImpl());
   child->session_ = session_;
   child->context_id_ = context_id;
   child->forced_ = forced_;
   child->tuning_ = tuning_;
-  child->set_members(std::move(engine_ranks), new_rank);
+  child->set_members(std::move(engine_ranks), rank);
   return child;
 }
 

@@ -79,13 +79,7 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_group(std::span<const
   std::vector<int> engine_ranks;
   engine_ranks.reserve(members.size());
   for (int member : members) engine_ranks.push_back(engine_ranks_[static_cast<size_t>(member)]);
-  std::unique_ptr<CommunicatorImpl> child(new CommunicatorImpl());
-  child->session_ = session_;
-  child->context_id_ = context_id;
-  child->forced_ = forced_;
-  child->tuning_ = tuning_;
-  child->set_members(std::move(engine_ranks), new_rank);
-  return child;
+  return make_child(context_id, std::move(engine_ranks), new_rank);
 }
 
 Communicator Communicator::create_group(std::span<const int> members, int tag) {

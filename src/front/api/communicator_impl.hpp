@@ -286,6 +286,8 @@ class CommunicatorImpl {
 
  private:
   CommunicatorImpl() = default;
+  // A communicator of this session: `engine_ranks` by new rank, this process `rank`.
+  std::unique_ptr<CommunicatorImpl> make_child(uint32_t context_id, std::vector<int> engine_ranks, int rank) const;
   // Both ways of joining: the job is known, `make_bootstrap` connects it to its store.
   static std::unique_ptr<CommunicatorImpl> create(config::Settings settings, bootstrap::JobInfo job,
                                                   const BootstrapFactory& make_bootstrap);
