@@ -311,13 +311,15 @@ static void scatter(void) {
 
 static void scatterv(void) {
   int root = 0;
-  int counts[8], displs[8], all[64], mine[8];
+  /* Up to 8 ranks: rank r's block is r + 1 elements at 10 r, and one more
+   * element after the block must stay untouched. */
+  int counts[8], displs[8], all[80], mine[9];
   for (int r = 0; r < size; ++r) {
     counts[r] = r + 1;
     displs[r] = 10 * r; /* gaps between blocks */
   }
-  for (int i = 0; i < 64; ++i) all[i] = 500 + i;
-  for (int i = 0; i < 8; ++i) mine[i] = -1;
+  for (int i = 0; i < 80; ++i) all[i] = 500 + i;
+  for (int i = 0; i < 9; ++i) mine[i] = -1;
   MPI_Scatterv(all, counts, displs, MPI_INT, mine, counts[rank], MPI_INT, root, MPI_COMM_WORLD);
   int ok = 1;
   for (int i = 0; i < counts[rank]; ++i) ok &= mine[i] == 500 + 10 * rank + i;
@@ -325,7 +327,7 @@ static void scatterv(void) {
   expect(ok, "scatterv");
   say_ints("scatterv", mine, counts[rank]);
   /* In place at the root. */
-  for (int i = 0; i < 8; ++i) mine[i] = -1;
+  for (int i = 0; i < 9; ++i) mine[i] = -1;
   MPI_Scatterv(all, counts, displs, MPI_INT, rank == root ? MPI_IN_PLACE : mine, counts[rank], MPI_INT, root,
                MPI_COMM_WORLD);
   if (rank != root) expect(mine[0] == 500 + 10 * rank, "scatterv in place");

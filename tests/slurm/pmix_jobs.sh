@@ -9,10 +9,17 @@
 #      learn it from a rank that left because of it: docs/errors.md) or is
 #      SIGKILLed first by Slurm's own step cancel (docs/slurm.md), and srun
 #      exits non-zero.
+#   4. (with MPI_PROGRAMS) the same MPI programs built with Open MPI's mpicc
+#      and with chorus-mpicc (tests/mpi: collectives, vcollectives), each
+#      run by the same `srun -N 4 -n 8 --mpi=pmix`: both exit 0, every rank
+#      of both prints its pass line, the chorus ranks log "bootstrap pmix",
+#      and the two print the same lines.
 # Every rank's pass line, the log's "bootstrap pmix" on every rank and each
 # job's exit status are checked. Exit 77 (SKIP) where the cluster cannot
 # start (cluster.sh says why).
-#   pmix_jobs.sh MATRIX FAULT_PROGRAM [--help]
+#   pmix_jobs.sh MATRIX FAULT_PROGRAM [MPI_PROGRAMS] [--help]
+# MPI_PROGRAMS: the directory holding ompi/<name> and chorus/<name> (the
+# build's tests/mpi); without it step 4 does not run.
 # Environment: MATRIX_DEPTH_4X2, MATRIX_DEPTH_UNEVEN: --quick, --every-size
 # or empty (the full matrix); default --every-size and --quick.
 set -uo pipefail
@@ -27,7 +34,7 @@ if [ "${1:-}" != --_inside ]; then
   esac
   exec "$here/cluster.sh" -- "$0" --_inside "$@"
 fi
-matrix=$2 fault=$3
+matrix=$2 fault=$3 mpi_programs=${4:-}
 failures=0
 fail() { echo "FAIL: $*"; failures=1; }
 unset CHORUS_STORE_ADDR CHORUS_RANK CHORUS_SIZE MASTER_ADDR MASTER_PORT
@@ -102,6 +109,31 @@ if [ -n "$killed_at" ]; then
   awk -v w="$worst" 'BEGIN { exit !(w <= 2) }' || fail "fault: a survivor took ${worst} s (at most 2 s) to fail"
 else
   fail "fault: rank 3 printed no \"failing now\" line"
+fi
+if [ -n "$mpi_programs" ]; then
+  echo "== 4. MPI programs built with Open MPI's mpicc and with chorus-mpicc under the same srun --mpi=pmix"
+  # Open MPI's own transports between the namespaced nodes: tcp on the cluster's network.
+  export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=10.213.0.0/24 \
+    OMPI_MCA_oob_tcp_if_include=10.213.0.0/24
+  out=$(mktemp -d)
+  for program in collectives vcollectives; do
+    for side in ompi chorus; do
+      srun -N 4 -n 8 --ntasks-per-node=2 --mpi=pmix "$mpi_programs/$side/$program" >"$out/$side.out" 2>"$out/$side.err"
+      status=$?
+      [ $status -eq 0 ] || { fail "$program ($side build): srun exited $status"; tail -5 "$out/$side.err"; }
+      for ((r = 0; r < 8; r++)); do
+        grep -qx "$program: rank $r passed" "$out/$side.out" || fail "$program ($side build): rank $r printed no pass line"
+      done
+    done
+    pmix_ranks=$(grep -c "rank [0-9]/8: bootstrap pmix" "$out/chorus.err")
+    [ "$pmix_ranks" -eq 8 ] || fail "$program: $pmix_ranks of 8 chorus ranks logged \"bootstrap pmix\""
+    if diff <(grep -v 'passed$' "$out/ompi.out") <(grep -v 'passed$' "$out/chorus.out") >"$out/diff"; then
+      echo "$program: Open MPI's and chorus' builds printed the same $(grep -vc 'passed$' "$out/chorus.out") lines, both exited 0"
+    else
+      fail "$program: the two builds printed different lines"; head -10 "$out/diff"
+    fi
+  done
+  rm -rf "$out"
 fi
 [ $failures -eq 0 ] || exit 1
 echo "slurm pmix jobs: OK"

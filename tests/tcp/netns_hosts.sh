@@ -15,7 +15,8 @@
 # --hybrid (docs/transport-hybrid.md): every rank also gets its namespace's
 # hostname (its own UTS namespace, set by netns_rsh.sh), and 10 ranks run
 # 3, 1, 4, 2 per host, placed by slot (block) and by node (round-robin),
-# over the automatic transport: shm to the ranks of their host, tcp to the
+# every host link shaped to 1 Gbit/s each way (tc tbf), over the automatic
+# transport: shm to the ranks of their host, tcp to the
 # others; each rank's log must say so. Then a fault: one rank of h2 SIGKILLs
 # itself in an allreduce, and every survivor must name it within 2 s.
 # Exit 77 (ctest SKIP) with the reason where namespaces cannot be made, or
@@ -70,6 +71,19 @@ for i in "${!hosts[@]}"; do
   ip netns exec "$ns" ip addr add "$subnet.$((i + 1))/24" dev "eth$i"
   ip netns exec "$ns" ip link set "eth$i" up
 done
+
+# --hybrid: every host's link shaped to 1 Gbit/s each way (tc tbf on both
+# ends of its veth), as a host's NIC would be: a bridge, not a free loopback.
+if [ $hybrid -eq 1 ]; then
+  command -v tc >/dev/null || skip "no tc command (apt-get install iproute2) to shape the links"
+  for i in "${!hosts[@]}"; do
+    in_bridge tc qdisc add dev "h$i" root tbf rate 1gbit burst 256kb latency 50ms 2>/tmp/netns_err.$$ &&
+      ip netns exec "${hosts[$i]}" tc qdisc add dev "eth$i" root tbf rate 1gbit burst 256kb latency 50ms \
+        2>>/tmp/netns_err.$$ || skip "cannot shape a link with tc tbf: $(cat /tmp/netns_err.$$)"
+  done
+  rm -f /tmp/netns_err.$$
+  echo "netns_hosts: every host link shaped: tbf 1gbit each way"
+fi
 
 run_matrix() {
   local what=$1 log_level=$2
