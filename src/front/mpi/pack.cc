@@ -37,6 +37,38 @@ size_t checked_position(const int* position, size_t bytes, size_t capacity, cons
   return at;
 }
 
+enum class Side { output, input };  // the packed buffer is MPI_Pack's output or MPI_Unpack's input
+
+// MPI_Pack's and MPI_Unpack's arguments, checked: `count` elements of
+// `datatype` in the typed buffer, their packed bytes at *position of the
+// packed buffer of `capacity` bytes.
+struct PackedSpan {
+  size_t count;
+  const Datatype& type;
+  size_t bytes;
+  size_t at;
+  void* buffer;
+  int* position;
+
+  PackedSpan(MPI_Comm comm, const void* typed, int count_in, MPI_Datatype datatype, const void* packed_buffer,
+             int capacity, int* position_in, Side side)
+      : count(use_count(count_in, side == Side::output ? "incount" : "outcount")),
+        type(use_type(datatype, "datatype")),
+        bytes(packed_bytes(count, type)),
+        at(0),
+        buffer(const_cast<void*>(packed_buffer)),
+        position(position_in) {
+    use_comm(comm);
+    const bool out = side == Side::output;
+    check_buffer(typed, count, out ? "inbuf" : "outbuf");
+    at = checked_position(position, bytes, use_size(capacity, out ? "outsize" : "insize"),
+                          out ? "output buffer" : "input buffer");
+    if (bytes != 0 && buffer == nullptr) fail(MPI_ERR_BUFFER, out ? "null outbuf" : "null inbuf");
+  }
+  std::byte* packed() const { return static_cast<std::byte*>(buffer) + at; }
+  void advance() const { *position = static_cast<int>(at + bytes); }
+};
+
 // Basic elements in `bytes` packed bytes of `type`; nullopt where MPI_UNDEFINED.
 std::optional<MPI_Count> elements_in(size_t bytes, const Datatype& type) {
   if (type.packed_size == 0) return bytes == 0 ? std::optional<MPI_Count>{0} : std::nullopt;
@@ -74,32 +106,18 @@ int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int* size) 
 int MPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf, int outsize, int* position,
              MPI_Comm comm) {
   return call("MPI_Pack", comm, [&] {
-    use_comm(comm);
-    const size_t n = use_count(incount, "incount");
-    const Datatype& type = use_type(datatype, "datatype");
-    check_buffer(inbuf, n, "inbuf");
-    const size_t bytes = packed_bytes(n, type);
-    const size_t at = checked_position(position, bytes, use_size(outsize, "outsize"), "output buffer");
-    if (bytes == 0) return;
-    if (outbuf == nullptr) fail(MPI_ERR_BUFFER, "null outbuf");
-    pack(inbuf, n, type, static_cast<std::byte*>(outbuf) + at);
-    *position = static_cast<int>(at + bytes);
+    const PackedSpan span{comm, inbuf, incount, datatype, outbuf, outsize, position, Side::output};
+    if (span.bytes != 0) pack(inbuf, span.count, span.type, span.packed());
+    span.advance();
   });
 }
 
 int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount, MPI_Datatype datatype,
                MPI_Comm comm) {
   return call("MPI_Unpack", comm, [&] {
-    use_comm(comm);
-    const size_t n = use_count(outcount, "outcount");
-    const Datatype& type = use_type(datatype, "datatype");
-    check_buffer(outbuf, n, "outbuf");
-    const size_t bytes = packed_bytes(n, type);
-    const size_t at = checked_position(position, bytes, use_size(insize, "insize"), "input buffer");
-    if (bytes == 0) return;
-    if (inbuf == nullptr) fail(MPI_ERR_BUFFER, "null inbuf");
-    unpack(static_cast<const std::byte*>(inbuf) + at, n, type, outbuf);
-    *position = static_cast<int>(at + bytes);
+    const PackedSpan span{comm, outbuf, outcount, datatype, inbuf, insize, position, Side::input};
+    if (span.bytes != 0) unpack(span.packed(), span.count, span.type, outbuf);
+    span.advance();
   });
 }
 
