@@ -276,3 +276,37 @@ TEST(StoreServerSetup, BindFailureNamesTheAddress) {
   EXPECT_TRUE(contains(e.what(), concat("127.0.0.1:", taken))) << e.what();
   EXPECT_TRUE(contains(e.what(), "Address already in use")) << e.what();
 }
+
+// The PMIx bootstrap's store connection (lazy_store.cc): nothing is opened
+// until the first call; a store that has gone fails the first call within
+// about a second (not the client's timeout) and every later call at once.
+TEST_F(Store, LazyClientConnectsOnlyOnItsFirstCall) {
+  auto lazy = lazy_store_client("127.0.0.1", server.port(), kSecret, kClientTimeout, 3, 0);
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_FALSE(lazy->connected());
+  EXPECT_EQ(server.stats().connections_accepted, 0u);
+  lazy->set("lazy", Bytes{7});
+  EXPECT_TRUE(lazy->connected());
+  EXPECT_EQ(lazy->get("lazy"), Bytes{7});
+  EXPECT_EQ(lazy->add("lazy/counter", 2), 2);
+  EXPECT_EQ(server.stats().connections_accepted, 1u);
+}
+
+TEST(LazyStore, AStoreThatHasGoneFailsTheFirstCallWithinASecondAndTheNextAtOnce) {
+  uint16_t port = 0;
+  {
+    StoreServer gone("127.0.0.1", 0, kSecret);
+    port = gone.port();
+  }
+  auto lazy = lazy_store_client("127.0.0.1", port, kSecret, milliseconds(30000), 2, 0);
+  const auto start = std::chrono::steady_clock::now();
+  const Error first = error_from([&] { lazy->check("x"); });
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::seconds(5)) << "the client's timeout is 30 s; a gone store must fail in about 1 s";
+  EXPECT_TRUE(contains(first.what(), "rank 0, which serves the bootstrap store, has gone")) << first.what();
+  EXPECT_FALSE(lazy->connected());
+  const auto again = std::chrono::steady_clock::now();
+  const Error second = error_from([&] { lazy->set("y", Bytes{1}); });
+  EXPECT_LT(std::chrono::steady_clock::now() - again, milliseconds(100));
+  EXPECT_STREQ(second.what(), first.what());
+}

@@ -178,6 +178,9 @@ Bootstrap::Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout, std:
 Bootstrap::~Bootstrap() {
   client_.reset();
   if (server_) {
+    // What "no connection to rank 0" means, counted (bench/bootstrap-scale reads it).
+    log::info("rank 0: the store it serves accepted ", server_->stats().connections_accepted, " connections",
+              pmix_ ? " (under PMIx a rank connects only when it needs the store)" : "");
     // This rank serves the store (mpirun, srun, torchrun): after an error,
     // the other ranks still need it to read who failed and why (departures)
     // and fail naming that rank instead of a closed store. Wait until they
@@ -191,14 +194,16 @@ Bootstrap::~Bootstrap() {
 }
 
 StoreAccess& Bootstrap::store() { return *client_; }
+bool Bootstrap::store_open() const { return lazy_ == nullptr || lazy_->connected(); }
 Departures& Bootstrap::departures() { return *departures_; }
 
-std::optional<Error> Bootstrap::peer_failure() {
+std::optional<Error> Bootstrap::peer_failure(bool may_open_store) {
   if (std::optional<Error> failure = launcher_failure()) return failure;
   if (pmix_) {
     if (std::optional<Error> failure = pmix_->terminated()) return failure;
   }
-  if (!departures_ || !store_answers_) return std::nullopt;  // PMIx: the store may not be open yet
+  if (!departures_ || !store_answers_) return std::nullopt;
+  if (lazy_ != nullptr && !lazy_->connected() && !may_open_store) return std::nullopt;
   try {
     departures_->refresh();
   } catch (const Error&) {
@@ -345,6 +350,14 @@ std::vector<Bytes> Bootstrap::all_gather(const std::string& prefix, const Bytes&
     blobs.push_back(std::move(value));
   }
   return blobs;
+}
+
+bool Bootstrap::any_rank(const std::string& name, bool mine, const std::function<void()>& progress) {
+  if (pmix_) return pmix_any_rank(name, mine, progress);  // bootstrap_pmix.cc
+  const std::string counter = concat(job_.job_id, "/", name, "/any");
+  if (mine) client_->add(counter, 1);  // only a rank that has something writes
+  barrier(name, progress);
+  return client_->add(counter, 0) > 0;
 }
 
 void Bootstrap::barrier(const std::string& name, const std::function<void()>& progress) {

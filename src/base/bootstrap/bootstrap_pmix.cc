@@ -1,9 +1,11 @@
 // Bootstrap through PMIx (docs/bootstrap.md, "Under a resource manager:
 // PMIx"): all_gather is PMIx_Put + PMIx_Commit + a fence that collects the
-// data + PMIx_Get per rank; barrier is a fence without data. Rank 0 still
-// serves a TCP store for what PMIx does not carry yet (departures, the call
-// ledger, finalize's records); its address and the job secret travel
-// through PMIx, so no rank needs CHORUS_STORE_ADDR.
+// data + PMIx_Get per rank; barrier is a fence without data; finalize's
+// question "has any rank operations outstanding" is one collecting fence.
+// Rank 0 still serves a TCP store for what PMIx does not carry (departures
+// and the call ledger, read by a rank whose wait has stalled); its address
+// and the job secret travel through PMIx, and a rank connects to it only
+// when it first needs it, so a healthy job opens no connection to rank 0.
 #include "bootstrap/departures.hpp"
 #include "bootstrap/pmix_client.hpp"
 #include "bootstrap/socket.hpp"
@@ -87,7 +89,10 @@ void Bootstrap::open_pmix_store() {
     pmix_->put(kStoreKey, Bytes(record.begin(), record.end()));
   }
   pmix_->commit();
+  const auto start = std::chrono::steady_clock::now();
   wait_fence(pmix_->start_fence(true), "PMIx bootstrap: rank 0 publishing its store's address", {});
+  log::debug("rank ", job_.rank, ": the fence carrying the store's address took ",
+             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(), " ms");
   if (job_.rank != 0) {
     const Bytes record = pmix_->get(0, kStoreKey, timeout_);
     const std::string text(record.begin(), record.end());
@@ -101,7 +106,13 @@ void Bootstrap::open_pmix_store() {
     job_.secret = text.substr(newline + 1);
     if (job_.local_size < job_.size) address_toward_store_ = local_address_toward(host);
   }
-  connect_store(host, port);
+  // Connected on first use (lazy_store.cc): by a rank that leaves after an
+  // error, or whose wait has stalled; rank 0's process serves it.
+  auto lazy = lazy_store_client(host, port, job_.secret, timeout_, job_.rank, 0);
+  lazy_ = lazy.get();
+  client_ = std::move(lazy);
+  departures_ = std::make_unique<Departures>(*client_, job_.job_id);
+  client_->set_failure_check([this] { return peer_failure(); });
 }
 
 void Bootstrap::wait_fence(const std::shared_ptr<PmixFence>& fence, const std::string& what,
@@ -116,6 +127,7 @@ void Bootstrap::wait_fence(const std::shared_ptr<PmixFence>& fence, const std::s
   while (!fence->done.load()) {
     if (progress) progress();
     const auto now = Clock::now();
+    if (fence->done.load()) break;  // `progress` may have taken a while
     if (now >= deadline) {
       throw Error(Status::timeout, concat(what, ": the PMIx fence did not complete within ", timeout_.count(),
                                           " ms (CHORUS_TIMEOUT): some rank of the ", job_.size,
@@ -123,7 +135,14 @@ void Bootstrap::wait_fence(const std::shared_ptr<PmixFence>& fence, const std::s
     }
     if (now >= next_failure_check) {
       next_failure_check = now + std::chrono::seconds(1);
-      if (std::optional<Error> failure = peer_failure()) {
+      // A job that took long to meet before (start-up, oversubscription) gets as long again, twice.
+      const bool may_open = now - start >= std::max<Clock::duration>(kFenceOpensStoreAfter, 2 * slowest_fence_);
+      if (may_open && !store_open()) {
+        log::debug("rank ", job_.rank, ": ", what, ": the fence has waited ",
+                   std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count(),
+                   " ms: reading departures from the store");
+      }
+      if (std::optional<Error> failure = peer_failure(may_open)) {
         throw Error(failure->status(), concat(what, ": ", failure->what()), failure->peer());
       }
     }
@@ -136,9 +155,10 @@ void Bootstrap::wait_fence(const std::shared_ptr<PmixFence>& fence, const std::s
     std::this_thread::sleep_for(pause);
     pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
   }
+  slowest_fence_ = std::max(slowest_fence_, Clock::now() - start);
   if (std::optional<Error> error = PmixClient::fence_error(*fence, what)) {
     // A fence fails when a participant is gone: say who, if anyone knows.
-    if (std::optional<Error> failure = peer_failure()) {
+    if (std::optional<Error> failure = peer_failure(/*may_open_store=*/true)) {
       throw Error(failure->status(), concat(error->what(), "; ", failure->what()), failure->peer());
     }
     throw *error;
@@ -150,13 +170,29 @@ std::vector<Bytes> Bootstrap::pmix_all_gather(const std::string& prefix, const B
   // PMIx_Finalize, and a rank must never read the previous round's.
   const int round = pmix_rounds_[prefix]++;
   const std::string key = round == 0 ? concat("chorus.", prefix) : concat("chorus.", prefix, "#", round);
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
   pmix_->put(key, blob);
   pmix_->commit();
   wait_fence(pmix_->start_fence(true), concat("all_gather \"", prefix, "\""), {});
-  std::vector<Bytes> blobs;
-  blobs.reserve(static_cast<size_t>(job_.size));
-  for (int r = 0; r < job_.size; ++r) blobs.push_back(r == job_.rank ? blob : pmix_->get(r, key, timeout_));
+  const auto fenced = Clock::now();
+  std::vector<Bytes> blobs = pmix_->get_all(key, timeout_);
+  blobs[static_cast<size_t>(job_.rank)] = blob;
+  auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  log::debug("rank ", job_.rank, ": all_gather \"", prefix, "\" through PMIx: put and fence ", ms(fenced - start),
+             " ms, ", job_.size - 1, " gets ", ms(Clock::now() - fenced), " ms");
   return blobs;
+}
+
+bool Bootstrap::pmix_any_rank(const std::string& name, bool mine, const std::function<void()>& progress) {
+  const int round = pmix_rounds_[name]++;
+  const std::string key = round == 0 ? concat("chorus.", name) : concat("chorus.", name, "#", round);
+  pmix_->put(key, Bytes{static_cast<uint8_t>(mine ? 1 : 0)});
+  pmix_->commit();
+  wait_fence(pmix_->start_fence(true), concat("\"", name, "\" (has any rank operations outstanding)"), progress);
+  bool any = mine;
+  for (const Bytes& value : pmix_->get_all(key, timeout_)) any = any || (!value.empty() && value[0] != 0);
+  return any;
 }
 
 }  // namespace chorus::bootstrap

@@ -3,11 +3,12 @@
 // (CHORUS_HAVE_PMIX); otherwise connect() says this build has no PMIx.
 #include "bootstrap/pmix_client.hpp"
 
-#include "common/config.hpp"
-#include "common/log.hpp"
-
+#include <condition_variable>
 #include <mutex>
 #include <thread>
+
+#include "common/config.hpp"
+#include "common/log.hpp"
 
 #ifdef CHORUS_HAVE_PMIX
 #include <pmix.h>
@@ -47,8 +48,9 @@ BootstrapChoice choose_bootstrap(const std::string& setting) {
   // Open MPI 4.1's mpirun (ORTE) deadlocks in PMIx_server_finalize at the
   // end of a job where a rank left while the others' clients were in a
   // fence (seen in 1 of 6 runs of launcher.first_hour.leave-early-mpirun:
-  // every rank gone, mpirun stuck for good); with the store chorus never
-  // talks to its server. CHORUS_BOOTSTRAP=pmix uses it anyway.
+  // every rank gone, mpirun stuck for good; with finalize as a fence,
+  // mpirun crashed in 3 of 12 runs and hung in the 13th); with the store
+  // chorus never talks to its server. CHORUS_BOOTSTRAP=pmix uses it anyway.
   if (is_set("OMPI_COMM_WORLD_RANK")) {
     return {"store", "auto: Open MPI's mpirun started this process (its PMIx server can hang at the end of a job "
                      "whose rank left during a fence; CHORUS_BOOTSTRAP=pmix uses it anyway)"};
@@ -71,6 +73,9 @@ std::shared_ptr<PmixFence> PmixClient::start_fence(bool) { fail(Status::internal
 std::optional<Error> PmixClient::fence_error(const PmixFence&, const std::string&) { return std::nullopt; }
 Bytes PmixClient::get(int, const std::string&, std::chrono::milliseconds) {
   fail(Status::internal, "PMIx_Get: ", kNoPmixBuild);
+}
+std::vector<Bytes> PmixClient::get_all(const std::string&, std::chrono::milliseconds) {
+  fail(Status::internal, "PMIx_Get_nb: ", kNoPmixBuild);
 }
 std::optional<Error> PmixClient::terminated() const { return std::nullopt; }
 
@@ -198,7 +203,10 @@ PmixClient::PmixClient() : impl_(std::make_unique<Impl>()) {}
 std::shared_ptr<PmixClient> PmixClient::connect() {
   std::shared_ptr<PmixClient> client(new PmixClient());
   pmix_proc_t& me = client->impl_->me;
+  const auto start = std::chrono::steady_clock::now();
   check(PMIx_Init(&me, nullptr, 0), "PMIx_Init");
+  log::debug("PMIx_Init took ",
+             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(), " ms");
   client->nspace_ = me.nspace;
   client->rank_ = static_cast<int>(me.rank);
   pmix_proc_t job;
@@ -315,6 +323,94 @@ Bytes PmixClient::get(int rank, const std::string& key, std::chrono::millisecond
   Bytes bytes(begin, begin + value->data.bo.size);
   PMIX_VALUE_RELEASE(value);
   return bytes;
+}
+
+namespace {
+
+// The gets of one get_all(): PMIx's progress thread fills them in; the
+// caller waits until none is pending. Shared with every callback, so a get
+// that answers after the caller gave up still finds it.
+struct GetAll {
+  std::mutex mutex;
+  std::condition_variable answered;
+  int pending = 0;
+  std::vector<Bytes> values;
+  std::vector<pmix_status_t> status;
+  std::vector<int> types;  // the type of a value that was no byte object, else 0
+  pmix_info_t timeout_info;
+  GetAll() { PMIX_INFO_CONSTRUCT(&timeout_info); }
+  ~GetAll() { PMIX_INFO_DESTRUCT(&timeout_info); }
+};
+
+struct OneGet {
+  std::shared_ptr<GetAll> all;
+  size_t index;
+};
+
+// PMIx releases `value` when this returns: the bytes are copied.
+void got_value(pmix_status_t status, pmix_value_t* value, void* data) {
+  std::unique_ptr<OneGet> get(static_cast<OneGet*>(data));
+  GetAll& all = *get->all;
+  {
+    std::lock_guard lock(all.mutex);
+    all.status[get->index] = status;
+    if (status == PMIX_SUCCESS && value != nullptr) {
+      if (value->type == PMIX_BYTE_OBJECT) {
+        const auto* begin = reinterpret_cast<const uint8_t*>(value->data.bo.bytes);
+        all.values[get->index].assign(begin, begin + value->data.bo.size);
+      } else {
+        all.types[get->index] = value->type;
+      }
+    } else if (status == PMIX_SUCCESS) {
+      all.status[get->index] = PMIX_ERR_NOT_FOUND;
+    }
+    --all.pending;
+  }
+  all.answered.notify_all();
+}
+
+}  // namespace
+
+std::vector<Bytes> PmixClient::get_all(const std::string& key, std::chrono::milliseconds timeout) {
+  auto all = std::make_shared<GetAll>();
+  const auto count = static_cast<size_t>(size_);
+  all->values.resize(count);
+  all->status.assign(count, PMIX_SUCCESS);
+  all->types.assign(count, 0);
+  int seconds = static_cast<int>(std::max<int64_t>(1, (timeout.count() + 999) / 1000));
+  PMIX_INFO_LOAD(&all->timeout_info, PMIX_TIMEOUT, &seconds, PMIX_INT);
+  auto call = [&](size_t r) { return concat("PMIx_Get_nb(\"", key, "\" of rank ", r, ")"); };
+  for (size_t r = 0; r < count; ++r) {
+    if (static_cast<int>(r) == rank_) continue;
+    pmix_proc_t peer;
+    PMIX_LOAD_PROCID(&peer, nspace_.c_str(), static_cast<pmix_rank_t>(r));
+    {
+      std::lock_guard lock(all->mutex);
+      ++all->pending;
+    }
+    auto* get = new OneGet{all, r};
+    const pmix_status_t rc = PMIx_Get_nb(&peer, key.c_str(), &all->timeout_info, 1, got_value, get);
+    if (rc != PMIX_SUCCESS) {
+      delete get;
+      std::unique_lock lock(all->mutex);
+      --all->pending;
+      // The gets already in flight keep `all` alive until they answer.
+      lock.unlock();
+      pmix_failed(rc, call(r));
+    }
+  }
+  std::unique_lock lock(all->mutex);
+  if (!all->answered.wait_until(lock, std::chrono::steady_clock::now() + timeout, [&] { return all->pending == 0; })) {
+    fail(Status::timeout, "PMIx_Get_nb(\"", key, "\"): ", all->pending, " of ", count - 1,
+         " ranks' values did not arrive within ", timeout.count(), " ms (CHORUS_TIMEOUT)");
+  }
+  for (size_t r = 0; r < count; ++r) {
+    if (all->status[r] != PMIX_SUCCESS) pmix_failed(all->status[r], call(r));
+    if (all->types[r] != 0) {
+      fail(Status::bootstrap, call(r), " returned a value of type ", all->types[r], ", not the byte object chorus put");
+    }
+  }
+  return std::move(all->values);
 }
 
 std::optional<Error> PmixClient::terminated() const {

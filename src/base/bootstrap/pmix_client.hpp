@@ -77,6 +77,11 @@ class PmixClient {
   static std::optional<Error> fence_error(const PmixFence& fence, const std::string& what);
   // PMIx_Get of `rank`'s byte object at `key`, waiting at most `timeout`.
   Bytes get(int rank, const std::string& key, std::chrono::milliseconds timeout);
+  // PMIx_Get_nb of every other rank's byte object at `key`, all in flight at
+  // once (PMIx serves each get on its progress thread: one at a time, a
+  // job of 256 oversubscribed ranks spent a second per gather in them).
+  // The vector has `size()` entries; this rank's (`rank()`) is empty.
+  std::vector<Bytes> get_all(const std::string& key, std::chrono::milliseconds timeout);
   // The first rank the PMIx server reported dead (aborted, or ended without
   // finalizing), as Error(Status::peer_failed) naming it; nullopt if none.
   std::optional<Error> terminated() const;

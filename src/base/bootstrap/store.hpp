@@ -96,9 +96,11 @@ class StoreAccess {
 
 class StoreClient final : public StoreAccess {
  public:
-  // Connects (retrying until `timeout` while the server is not up yet) and
-  // authenticates. Every later call also gives up after `timeout`.
-  StoreClient(const std::string& host, uint16_t port, const std::string& secret, std::chrono::milliseconds timeout);
+  // Connects (retrying until `timeout`, or `connect_within` if given, while
+  // the server is not up yet) and authenticates. Every later call gives up
+  // after `timeout`.
+  StoreClient(const std::string& host, uint16_t port, const std::string& secret, std::chrono::milliseconds timeout,
+              std::optional<std::chrono::milliseconds> connect_within = std::nullopt);
   ~StoreClient();
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
@@ -119,6 +121,18 @@ class StoreClient final : public StoreAccess {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// A StoreClient that connects on its first call instead of at once (the
+// PMIx bootstrap: docs/bootstrap.md, "No connection to rank 0").
+class LazyStore : public StoreAccess {
+ public:
+  // Whether a call has opened the connection yet.
+  virtual bool connected() const = 0;
+};
+// `served_by`: the rank whose process serves the store (a lost connection
+// then names it), or -1.
+std::unique_ptr<LazyStore> lazy_store_client(std::string host, uint16_t port, std::string secret,
+                                             std::chrono::milliseconds timeout, int rank, int served_by);
 
 // A store's waiting get: `get_until` in slices of about a second until
 // `deadline`, asking `failure` between slices, so a rank that failed ends the
@@ -186,6 +200,11 @@ std::vector<Bytes> unpack(std::span<const uint8_t> packed, int size, const std::
 // the launcher did not provide one. The returned object owns both.
 class Bootstrap {
  public:
+  // Under PMIx, a fence that has waited this long opens the store connection
+  // (to read departures, or to announce at finalize that this rank leaves).
+  // Sooner would open it in many ranks of a large or oversubscribed job,
+  // whose fences and arrivals at finalize spread over seconds.
+  static constexpr std::chrono::seconds kFenceOpensStoreAfter{5};
   explicit Bootstrap(const JobInfo& job, std::chrono::milliseconds timeout);
   // Through the PMIx server (job.bootstrap "pmix"): all_gather and barrier
   // are PMIx fences; rank 0 still serves a store for the rest (departures,
@@ -210,7 +229,21 @@ class Bootstrap {
   // launcher_failure(), else a rank the PMIx server reported dead, else the
   // first rank that left the job after an error (any launcher), as
   // Error(Status::peer_failed) naming it.
-  std::optional<Error> peer_failure();
+  // `may_open_store`: under PMIx, whether this look may open the connection
+  // to rank 0's store to read departures (lazy_store_client); without it,
+  // departures are read only once something else opened it.
+  std::optional<Error> peer_failure(bool may_open_store = true);
+  // Under PMIx: the store connection is opened on first use, not at setup.
+  bool uses_pmix() const { return pmix_ != nullptr; }
+  // The longest a PMIx fence of this job has taken so far (0 under the store).
+  std::chrono::steady_clock::duration slowest_fence() const { return slowest_fence_; }
+  // Whether the store connection is open (always, except under PMIx before
+  // its first use).
+  bool store_open() const;
+  // Whether any rank passed `mine` = true: every rank must call it (a
+  // barrier). Under PMIx one collecting fence; under the store a counter and
+  // a barrier. `progress` runs while it waits, as for barrier().
+  bool any_rank(const std::string& name, bool mine, const std::function<void()>& progress);
   // Publishes `blob` under "<prefix>/<rank>" and returns every rank's blob.
   std::vector<Bytes> all_gather(const std::string& prefix, const Bytes& blob);
   // Store-based barrier (used at setup and teardown, not on the data path).
@@ -226,6 +259,8 @@ class Bootstrap {
   std::map<std::string, int> pmix_rounds_;  // all_gathers per prefix: each round gets fresh PMIx keys
   std::unique_ptr<StoreServer> server_;
   std::unique_ptr<StoreAccess> client_;
+  LazyStore* lazy_ = nullptr;  // client_ under PMIx: connected on first use
+  std::chrono::steady_clock::duration slowest_fence_{};
   std::unique_ptr<Departures> departures_;
   bool store_answers_ = true;
   std::string address_toward_store_;
@@ -234,6 +269,7 @@ class Bootstrap {
   void connect_store(const std::string& host, uint16_t port);
   void open_pmix_store();
   std::vector<Bytes> pmix_all_gather(const std::string& prefix, const Bytes& blob);
+  bool pmix_any_rank(const std::string& name, bool mine, const std::function<void()>& progress);
   // Waits for a PMIx fence, calling `progress` (if any) between looks and
   // failing at once, named, when a rank failed; `what` names it in errors.
   void wait_fence(const std::shared_ptr<PmixFence>& fence, const std::string& what,

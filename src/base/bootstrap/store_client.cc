@@ -34,7 +34,8 @@ std::string quoted_key(const std::string& key) { return concat("key \"", key, "\
 
 class StoreClient::Impl {
  public:
-  Impl(const std::string& host, uint16_t port, const std::string& secret, std::chrono::milliseconds timeout);
+  Impl(const std::string& host, uint16_t port, const std::string& secret, std::chrono::milliseconds timeout,
+       std::chrono::milliseconds connect_within);
 
   void set(const std::string& key, const Bytes& value);
   Bytes get(const std::string& key, Clock::time_point deadline);
@@ -72,12 +73,13 @@ class StoreClient::Impl {
 };
 
 StoreClient::Impl::Impl(const std::string& host, uint16_t port, const std::string& secret,
-                        std::chrono::milliseconds timeout)
+                        std::chrono::milliseconds timeout, std::chrono::milliseconds connect_within)
     : address_(net::format_address(host, port)), timeout_(timeout) {
-  if (timeout <= std::chrono::milliseconds(0)) {
-    fail(Status::invalid_argument, "the store client timeout must be positive, got ", timeout.count(), " ms");
+  if (timeout <= std::chrono::milliseconds(0) || connect_within <= std::chrono::milliseconds(0)) {
+    fail(Status::invalid_argument, "the store client timeout must be positive, got ", timeout.count(), " ms (",
+         connect_within.count(), " ms to connect)");
   }
-  const auto until = deadline();
+  const auto until = Clock::now() + std::min(timeout, connect_within);
   connect(host, port, until);
   try {
     call(Frame::hello(next_id(), secret), Type::ok, std::min(until, Clock::now() + kHelloAnswerTime),
@@ -255,8 +257,8 @@ void StoreClient::Impl::broken(const std::string& why) {
 // --- StoreClient ---------------------------------------------------------------
 
 StoreClient::StoreClient(const std::string& host, uint16_t port, const std::string& secret,
-                         std::chrono::milliseconds timeout)
-    : impl_(std::make_unique<Impl>(host, port, secret, timeout)) {}
+                         std::chrono::milliseconds timeout, std::optional<std::chrono::milliseconds> connect_within)
+    : impl_(std::make_unique<Impl>(host, port, secret, timeout, connect_within.value_or(timeout))) {}
 StoreClient::~StoreClient() = default;
 
 void StoreClient::set(const std::string& key, const Bytes& value) { impl_->set(key, value); }

@@ -391,9 +391,11 @@ void CommunicatorImpl::finalize(const char* how) {
                                sticky_error_ ? caused_by(*sticky_error_) : -1);
   } else {
     session.closed = true;
-    session.announce_departure(how, false);
+    // Under PMIx the announcement waits until finalize's fence stalls: it
+    // would open the store connection in every rank (leave_job).
+    if (!session.bootstrap->uses_pmix()) session.announce_departure(how, false);
     try {
-      leave_job();
+      leave_job(how);
     } catch (const Error& e) {
       failure = e;  // still release everything below
     }
@@ -472,65 +474,6 @@ const Error& CommunicatorImpl::become_unusable(Error error) {
   sticky_error_ = std::move(error);
   if (session_->engine) session_->engine->abandon_all(*sticky_error_);
   return *sticky_error_;
-}
-
-// How long the operations still outstanding when every rank has reached
-// finalize may go without any progress before finalize cancels them: they
-// could only complete by a message already sent, so a moment is enough.
-constexpr auto kFinalizeGrace = std::chrono::milliseconds(1000);
-
-void CommunicatorImpl::leave_job() {
-  Session& session = *session_;
-  const bootstrap::JobInfo& job = session.job;
-  p2p::Progress* progress = session.operations();
-  p2p::Engine* engine = session.engine.get();
-  // Nobody tears down its transport while a peer may still read from it, and
-  // everyone keeps progressing until all have arrived: a peer may still need
-  // a retransmission from us (UD mode repairs losses in software), and the
-  // operations still outstanding move on (a peer's receive or send matches
-  // them).
-  auto drive = [engine, progress] {
-    if (progress != nullptr && progress->outstanding() > 0) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
-      while (progress->outstanding() > 0 && std::chrono::steady_clock::now() < until) progress->poll();
-    } else if (engine != nullptr) {
-      engine->progress();
-    }
-  };
-  // Operations outstanding anywhere in the job: the ranks settle them
-  // together after the barrier. Only a rank that has some writes the key.
-  const std::string pending_key = concat(job.job_id, "/chorus/finalize/pending");
-  if (progress != nullptr && progress->outstanding() > 0) session.bootstrap->store().add(pending_key, 1);
-  session.bootstrap->barrier("chorus/finalize", drive);
-  if (session.bootstrap->store().add(pending_key, 0) > 0) settle_operations(progress, drive);
-  // A caller's store (torch's TCPStore) is usually served by rank 0's process too.
-  const bool store_launcher = job.launcher == kStoreLauncher;
-  if (!job.rank0_serves && !store_launcher) return;
-  // Rank 0 hosts the store: it stays up until every rank has left it.
-  const std::string prefix = store_launcher ? concat(job.job_id, "/") : std::string();
-  auto key = [&prefix](int r) { return concat(prefix, "chorus/left/", r); };
-  if (job.rank != 0) {
-    session.bootstrap->store().set(key(job.rank), {1});
-    return;
-  }
-  std::vector<std::string> keys;
-  for (int r = 1; r < job.size; ++r) keys.push_back(key(r));
-  session.bootstrap->store().wait(keys);
-}
-
-// Every rank is in finalize, so no new send or receive will be posted: an
-// operation still outstanding completes only through what is already on its
-// way. Each rank drives its own until they are done or have not moved for
-// the grace, then all meet again, so that none cancels a rendezvous send a
-// peer is still reading (the sender sees no progress while the receiver
-// reads); FINs sent just before that second barrier arrive in a last short
-// round. What is left after it is cancelled by finalize.
-void CommunicatorImpl::settle_operations(p2p::Progress* progress, const std::function<void()>& drive) {
-  Session& session = *session_;
-  const auto grace = std::min<std::chrono::milliseconds>(kFinalizeGrace, session.settings.timeout);
-  if (progress != nullptr) progress->settle(grace);
-  session.bootstrap->barrier("chorus/finalize/settled", drive);  // every rank, with operations or not
-  if (progress != nullptr) progress->settle(std::chrono::milliseconds(100));
 }
 
 // --- chorus::Communicator ------------------------------------------------------

@@ -135,6 +135,12 @@ struct Session {
   }
   CallLedger ledger;
   std::chrono::steady_clock::time_point next_departure_probe{};
+  // What the engine had received at the last probe, and when that last
+  // changed: under PMIx a wait that still receives does not open the store.
+  uint64_t received_at_probe = 0;
+  std::chrono::steady_clock::time_point received_changed{};
+  // Whether the engine has received nothing for a while (departure_probe.cc).
+  bool receiving_stopped(std::chrono::steady_clock::time_point now);
 
   std::optional<Error> launcher_failure();
   // The engine's failure probe: ranks whose calls differ (when `stalled`:
@@ -293,7 +299,8 @@ class CommunicatorImpl {
                                                   const BootstrapFactory& make_bootstrap);
   void connect();
   topology::Placement place(const topology::NicDescription& nic, const std::string& host) const;
-  void leave_job();
+  // `how`: the departure to announce (announce_departure) where it was deferred.
+  void leave_job(const std::string& how);
   // World finalize with non-blocking operations anywhere in the job: lets
   // them complete, then cancels what cannot (communicator.cc).
   void settle_operations(p2p::Progress* progress, const std::function<void()>& drive);
