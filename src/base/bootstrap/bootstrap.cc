@@ -203,7 +203,7 @@ std::optional<Error> Bootstrap::peer_failure(bool may_open_store) {
     if (std::optional<Error> failure = pmix_->terminated()) return failure;
   }
   if (!departures_ || !store_answers_) return std::nullopt;
-  if (lazy_ != nullptr && !lazy_->connected() && !may_open_store) return std::nullopt;
+  if (!may_open_store && !store_open()) return std::nullopt;
   try {
     departures_->refresh();
   } catch (const Error&) {

@@ -166,33 +166,34 @@ void Bootstrap::wait_fence(const std::shared_ptr<PmixFence>& fence, const std::s
 }
 
 std::vector<Bytes> Bootstrap::pmix_all_gather(const std::string& prefix, const Bytes& blob) {
-  // Each round of a prefix gets its own key: PMIx keeps every value until
+  return pmix_exchange(prefix, blob, concat("all_gather \"", prefix, "\""), {});
+}
+
+bool Bootstrap::pmix_any_rank(const std::string& name, bool mine, const std::function<void()>& progress) {
+  const Bytes flag{static_cast<uint8_t>(mine ? 1 : 0)};
+  const std::vector<Bytes> flags =
+      pmix_exchange(name, flag, concat("\"", name, "\" (has any rank operations outstanding)"), progress);
+  return std::any_of(flags.begin(), flags.end(), [](const Bytes& value) { return !value.empty() && value[0] != 0; });
+}
+
+std::vector<Bytes> Bootstrap::pmix_exchange(const std::string& name, const Bytes& blob, const std::string& what,
+                                            const std::function<void()>& progress) {
+  // Each round of a name gets its own key: PMIx keeps every value until
   // PMIx_Finalize, and a rank must never read the previous round's.
-  const int round = pmix_rounds_[prefix]++;
-  const std::string key = round == 0 ? concat("chorus.", prefix) : concat("chorus.", prefix, "#", round);
+  const int round = pmix_rounds_[name]++;
+  const std::string key = round == 0 ? concat("chorus.", name) : concat("chorus.", name, "#", round);
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   pmix_->put(key, blob);
   pmix_->commit();
-  wait_fence(pmix_->start_fence(true), concat("all_gather \"", prefix, "\""), {});
+  wait_fence(pmix_->start_fence(true), what, progress);
   const auto fenced = Clock::now();
   std::vector<Bytes> blobs = pmix_->get_all(key, timeout_);
   blobs[static_cast<size_t>(job_.rank)] = blob;
   auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  log::debug("rank ", job_.rank, ": all_gather \"", prefix, "\" through PMIx: put and fence ", ms(fenced - start),
-             " ms, ", job_.size - 1, " gets ", ms(Clock::now() - fenced), " ms");
+  log::debug("rank ", job_.rank, ": ", what, " through PMIx: put and fence ", ms(fenced - start), " ms, ",
+             job_.size - 1, " gets ", ms(Clock::now() - fenced), " ms");
   return blobs;
-}
-
-bool Bootstrap::pmix_any_rank(const std::string& name, bool mine, const std::function<void()>& progress) {
-  const int round = pmix_rounds_[name]++;
-  const std::string key = round == 0 ? concat("chorus.", name) : concat("chorus.", name, "#", round);
-  pmix_->put(key, Bytes{static_cast<uint8_t>(mine ? 1 : 0)});
-  pmix_->commit();
-  wait_fence(pmix_->start_fence(true), concat("\"", name, "\" (has any rank operations outstanding)"), progress);
-  bool any = mine;
-  for (const Bytes& value : pmix_->get_all(key, timeout_)) any = any || (!value.empty() && value[0] != 0);
-  return any;
 }
 
 }  // namespace chorus::bootstrap

@@ -392,11 +392,11 @@ std::vector<Bytes> PmixClient::get_all(const std::string& key, std::chrono::mill
     const pmix_status_t rc = PMIx_Get_nb(&peer, key.c_str(), &all->timeout_info, 1, got_value, get);
     if (rc != PMIX_SUCCESS) {
       delete get;
-      std::unique_lock lock(all->mutex);
-      --all->pending;
-      // The gets already in flight keep `all` alive until they answer.
-      lock.unlock();
-      pmix_failed(rc, call(r));
+      {
+        std::lock_guard lock(all->mutex);
+        --all->pending;
+      }
+      pmix_failed(rc, call(r));  // the gets already in flight keep `all` alive until they answer
     }
   }
   std::unique_lock lock(all->mutex);

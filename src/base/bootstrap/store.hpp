@@ -270,6 +270,9 @@ class Bootstrap {
   void open_pmix_store();
   std::vector<Bytes> pmix_all_gather(const std::string& prefix, const Bytes& blob);
   bool pmix_any_rank(const std::string& name, bool mine, const std::function<void()>& progress);
+  // Put + commit + a collecting fence (`what` names it) + every rank's value.
+  std::vector<Bytes> pmix_exchange(const std::string& name, const Bytes& blob, const std::string& what,
+                                   const std::function<void()>& progress);
   // Waits for a PMIx fence, calling `progress` (if any) between looks and
   // failing at once, named, when a rank failed; `what` names it in errors.
   void wait_fence(const std::shared_ptr<PmixFence>& fence, const std::string& what,
