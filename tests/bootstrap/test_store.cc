@@ -310,3 +310,39 @@ TEST(LazyStore, AStoreThatHasGoneFailsTheFirstCallWithinASecondAndTheNextAtOnce)
   EXPECT_LT(std::chrono::steady_clock::now() - again, milliseconds(100));
   EXPECT_STREQ(second.what(), first.what());
 }
+
+// Under PMIx even the address is read on first use (the lookup is a PMIx_Get
+// of rank 0's record): never before the first call, once, and a lookup that
+// fails fails that call and every later one the same way, without asking again.
+TEST_F(Store, LazyClientLooksTheAddressUpOnlyOnItsFirstCall) {
+  int lookups = 0;
+  auto lazy = lazy_store_client(
+      [&] {
+        ++lookups;
+        return StoreLocation{"127.0.0.1", server.port(), kSecret};
+      },
+      kClientTimeout, 3, 0);
+  EXPECT_EQ(lookups, 0);
+  lazy->set("located", Bytes{5});
+  EXPECT_EQ(lazy->get("located"), Bytes{5});
+  EXPECT_EQ(lookups, 1);
+  EXPECT_EQ(server.stats().connections_accepted, 1u);
+}
+
+TEST(LazyStore, ALookupThatFailsFailsEveryCallTheSameWay) {
+  int lookups = 0;
+  auto lazy = lazy_store_client(
+      [&]() -> StoreLocation {
+        ++lookups;
+        throw Error(Status::bootstrap, "PMIx_Get(\"chorus.store\" of rank 0): rank 0 has not published it");
+      },
+      milliseconds(30000), 2, 0);
+  const Error first = error_from([&] { lazy->check("x"); });
+  EXPECT_EQ(first.status(), Status::bootstrap);
+  EXPECT_TRUE(contains(first.what(), "rank 2 cannot find the bootstrap store rank 0 serves")) << first.what();
+  EXPECT_TRUE(contains(first.what(), "has not published it")) << first.what();
+  const Error second = error_from([&] { lazy->get("y"); });
+  EXPECT_STREQ(second.what(), first.what());
+  EXPECT_EQ(lookups, 1);
+  EXPECT_FALSE(lazy->connected());
+}

@@ -4,8 +4,9 @@
 // question "has any rank operations outstanding" is one collecting fence.
 // Rank 0 still serves a TCP store for what PMIx does not carry (departures
 // and the call ledger, read by a rank whose wait has stalled); its address
-// and the job secret travel through PMIx, and a rank connects to it only
-// when it first needs it, so a healthy job opens no connection to rank 0.
+// and the job secret travel through PMIx (no fence of their own), and a rank
+// reads them and connects only when it first needs the store, so a healthy
+// job opens no connection to rank 0.
 #include "bootstrap/departures.hpp"
 #include "bootstrap/pmix_client.hpp"
 #include "bootstrap/socket.hpp"
@@ -85,34 +86,70 @@ void Bootstrap::open_pmix_store() {
     host = bind_host == "0.0.0.0" ? "127.0.0.1" : bind_host;
     const std::string published = bind_host == "0.0.0.0" ? address_for_other_hosts() : bind_host;
     if (job_.local_size < job_.size) address_toward_store_ = published;
+    address_toward_store_known_ = true;
     const std::string record = concat(net::format_address(published, port), "\n", job_.secret);
     pmix_->put(kStoreKey, Bytes(record.begin(), record.end()));
-  }
-  pmix_->commit();
-  const auto start = std::chrono::steady_clock::now();
-  wait_fence(pmix_->start_fence(true), "PMIx bootstrap: rank 0 publishing its store's address", {});
-  log::debug("rank ", job_.rank, ": the fence carrying the store's address took ",
-             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(), " ms");
-  if (job_.rank != 0) {
-    const Bytes record = pmix_->get(0, kStoreKey, timeout_);
-    const std::string text(record.begin(), record.end());
-    const size_t newline = text.find('\n');
-    const auto address = net::parse_host_port(text.substr(0, newline));
-    if (newline == std::string::npos || !address) {
-      fail(Status::bootstrap, "PMIx_Get(\"", kStoreKey, "\" of rank 0): the value is no \"host:port\\nsecret\" record");
-    }
-    host = address->host;
-    port = address->port;
-    job_.secret = text.substr(newline + 1);
-    if (job_.local_size < job_.size) address_toward_store_ = local_address_toward(host);
+    // Committed now, without a fence of its own: the others read it when
+    // they first need the store (PMIx_Get asks rank 0's server for it), and
+    // it travels with the first collecting fence to every node's server.
+    pmix_->commit();
   }
   // Connected on first use (lazy_store.cc): by a rank that leaves after an
   // error, or whose wait has stalled; rank 0's process serves it.
-  auto lazy = lazy_store_client(host, port, job_.secret, timeout_, job_.rank, 0);
+  std::unique_ptr<LazyStore> lazy;
+  if (job_.rank == 0) {
+    lazy = lazy_store_client(host, port, job_.secret, timeout_, job_.rank, 0);
+  } else {
+    // A failure path must not wait long for a rank 0 that died before it published.
+    const auto within = std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(5));
+    lazy = lazy_store_client([this, within] { return pmix_store_location(within); }, timeout_, job_.rank, 0);
+  }
   lazy_ = lazy.get();
   client_ = std::move(lazy);
   departures_ = std::make_unique<Departures>(*client_, job_.job_id);
   client_->set_failure_check([this] { return peer_failure(); });
+}
+
+StoreLocation Bootstrap::pmix_store_location(std::chrono::milliseconds within) const {
+  // Before the first collecting fence the record may not be there yet: rank
+  // 0 commits it as it starts, but it may start later than this rank, and a
+  // server may answer NOT-FOUND rather than wait for it. So ask again, more
+  // slowly each time, until `within` has passed.
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  auto pause = std::chrono::milliseconds(5);
+  std::optional<Bytes> record;
+  while (!(record = pmix_->get_if_there(0, kStoreKey, within))) {
+    if (std::chrono::steady_clock::now() + pause > deadline) {
+      fail(Status::bootstrap, "PMIx_Get(\"", kStoreKey,
+           "\" of rank 0): rank 0 has not published its store's address within ", within.count(),
+           " ms (has it started?)");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+  }
+  const std::string text(record->begin(), record->end());
+  const size_t newline = text.find('\n');
+  const auto address = net::parse_host_port(text.substr(0, newline));
+  if (newline == std::string::npos || !address) {
+    fail(Status::bootstrap, "PMIx_Get(\"", kStoreKey, "\" of rank 0): the value is no \"host:port\\nsecret\" record");
+  }
+  return StoreLocation{address->host, address->port, text.substr(newline + 1)};
+}
+
+const std::string& Bootstrap::address_toward_store() {
+  if (!address_toward_store_known_ && pmix_ && job_.local_size < job_.size) {
+    address_toward_store_ = local_address_toward(pmix_store_location(timeout_).host);
+  }
+  address_toward_store_known_ = true;
+  return address_toward_store_;
+}
+
+std::optional<std::vector<std::string>> Bootstrap::pmix_node_of_rank() const {
+  if (!pmix_) return std::nullopt;
+  std::string why;
+  std::optional<std::vector<std::string>> nodes = pmix_->node_of_rank(&why);
+  if (!nodes) log::debug("rank ", job_.rank, ": the host layout comes from a gather: ", why);
+  return nodes;
 }
 
 void Bootstrap::wait_fence(const std::shared_ptr<PmixFence>& fence, const std::string& what,

@@ -1,6 +1,6 @@
 // The store connection under PMIx (docs/bootstrap.md, "No connection to rank
-// 0"): the address of rank 0's store travels through PMIx at setup, but a
-// rank connects only when it first needs the store: to announce that it
+// 0"): rank 0 puts its store's address into PMIx at setup, but a rank reads
+// it and connects only when it first needs the store: to announce that it
 // leaves after an error, or in a wait that has stalled (departures, the call
 // ledger). A healthy job opens no connection to rank 0.
 #include <mutex>
@@ -17,14 +17,8 @@ constexpr auto kConnectWithin = std::chrono::milliseconds(1000);
 
 class LazyStoreClient final : public LazyStore {
  public:
-  LazyStoreClient(std::string host, uint16_t port, std::string secret, std::chrono::milliseconds timeout, int rank,
-                  int served_by)
-      : host_(std::move(host)),
-        port_(port),
-        secret_(std::move(secret)),
-        timeout_(timeout),
-        rank_(rank),
-        served_by_(served_by) {}
+  LazyStoreClient(std::function<StoreLocation()> locate, std::chrono::milliseconds timeout, int rank, int served_by)
+      : locate_(std::move(locate)), timeout_(timeout), rank_(rank), served_by_(served_by) {}
 
   void set(const std::string& key, const Bytes& value) override { client(key).set(key, value); }
   Bytes get(const std::string& key) override { return client(key).get(key); }
@@ -47,9 +41,7 @@ class LazyStoreClient final : public LazyStore {
   }
 
  private:
-  std::string host_;
-  uint16_t port_;
-  std::string secret_;
+  std::function<StoreLocation()> locate_;
   std::chrono::milliseconds timeout_;
   int rank_;
   int served_by_;
@@ -67,8 +59,16 @@ class LazyStoreClient final : public LazyStore {
       // connection means rank 0 has gone (finalized, or died), so a second of
       // retries is enough; callers must not wait CHORUS_TIMEOUT for it.
       std::unique_ptr<StoreClient> client;
+      StoreLocation where;
       try {
-        client = std::make_unique<StoreClient>(host_, port_, secret_, timeout_,
+        where = locate_();
+      } catch (const Error& e) {
+        unreachable_ = Error(e.status(), concat("rank ", rank_, " cannot find the bootstrap store rank ", served_by_,
+                                                " serves: ", e.what()));
+        throw *unreachable_;
+      }
+      try {
+        client = std::make_unique<StoreClient>(where.host, where.port, where.secret, timeout_,
                                                std::min<std::chrono::milliseconds>(timeout_, kConnectWithin));
       } catch (const Error& e) {
         // Not a failure of rank 0's: it may have finished normally.
@@ -79,7 +79,7 @@ class LazyStoreClient final : public LazyStore {
       if (served_by_ >= 0 && served_by_ != rank_) client->set_served_by(served_by_);
       if (failure_) client->set_failure_check(failure_);
       client_ = std::move(client);
-      log::debug("rank ", rank_, " connected to the bootstrap store at ", net::format_address(host_, port_),
+      log::debug("rank ", rank_, " connected to the bootstrap store at ", net::format_address(where.host, where.port),
                  " when it first needed it (key \"", key, "\")");
     }
     return *client_;
@@ -90,7 +90,13 @@ class LazyStoreClient final : public LazyStore {
 
 std::unique_ptr<LazyStore> lazy_store_client(std::string host, uint16_t port, std::string secret,
                                              std::chrono::milliseconds timeout, int rank, int served_by) {
-  return std::make_unique<LazyStoreClient>(std::move(host), port, std::move(secret), timeout, rank, served_by);
+  StoreLocation where{std::move(host), port, std::move(secret)};
+  return lazy_store_client([where] { return where; }, timeout, rank, served_by);
+}
+
+std::unique_ptr<LazyStore> lazy_store_client(std::function<StoreLocation()> locate, std::chrono::milliseconds timeout,
+                                             int rank, int served_by) {
+  return std::make_unique<LazyStoreClient>(std::move(locate), timeout, rank, served_by);
 }
 
 }  // namespace chorus::bootstrap

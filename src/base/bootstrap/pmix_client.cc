@@ -3,7 +3,9 @@
 // (CHORUS_HAVE_PMIX); otherwise connect() says this build has no PMIx.
 #include "bootstrap/pmix_client.hpp"
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -74,10 +76,17 @@ std::optional<Error> PmixClient::fence_error(const PmixFence&, const std::string
 Bytes PmixClient::get(int, const std::string&, std::chrono::milliseconds) {
   fail(Status::internal, "PMIx_Get: ", kNoPmixBuild);
 }
+std::optional<Bytes> PmixClient::get_if_there(int, const std::string&, std::chrono::milliseconds) {
+  fail(Status::internal, "PMIx_Get: ", kNoPmixBuild);
+}
 std::vector<Bytes> PmixClient::get_all(const std::string&, std::chrono::milliseconds) {
   fail(Status::internal, "PMIx_Get_nb: ", kNoPmixBuild);
 }
 std::optional<Error> PmixClient::terminated() const { return std::nullopt; }
+std::optional<std::vector<std::string>> PmixClient::node_of_rank(std::string* why) const {
+  *why = kNoPmixBuild;
+  return std::nullopt;
+}
 
 #else
 
@@ -304,6 +313,12 @@ std::optional<Error> PmixClient::fence_error(const PmixFence& fence, const std::
 }
 
 Bytes PmixClient::get(int rank, const std::string& key, std::chrono::milliseconds timeout) {
+  std::optional<Bytes> value = get_if_there(rank, key, timeout);
+  if (!value) pmix_failed(PMIX_ERR_NOT_FOUND, concat("PMIx_Get(\"", key, "\" of rank ", rank, ")"));
+  return std::move(*value);
+}
+
+std::optional<Bytes> PmixClient::get_if_there(int rank, const std::string& key, std::chrono::milliseconds timeout) {
   pmix_proc_t peer;
   PMIX_LOAD_PROCID(&peer, nspace_.c_str(), static_cast<pmix_rank_t>(rank));
   pmix_info_t info;
@@ -313,6 +328,7 @@ Bytes PmixClient::get(int rank, const std::string& key, std::chrono::millisecond
   const pmix_status_t rc = PMIx_Get(&peer, key.c_str(), &info, 1, &value);
   PMIX_INFO_DESTRUCT(&info);
   const std::string call = concat("PMIx_Get(\"", key, "\" of rank ", rank, ")");
+  if (rc == PMIX_ERR_NOT_FOUND) return std::nullopt;
   if (rc != PMIX_SUCCESS) pmix_failed(rc, call);
   if (value->type != PMIX_BYTE_OBJECT) {
     const int type = value->type;
@@ -411,6 +427,63 @@ std::vector<Bytes> PmixClient::get_all(const std::string& key, std::chrono::mill
     }
   }
   return std::move(all->values);
+}
+
+std::optional<std::vector<std::string>> PmixClient::node_of_rank(std::string* why) const {
+  char* list = nullptr;
+  const pmix_status_t rc = PMIx_Resolve_nodes(nspace_.c_str(), &list);
+  if (rc != PMIX_SUCCESS || list == nullptr) {
+    *why = concat("PMIx_Resolve_nodes failed: ", PMIx_Error_string(rc), " (PMIx status ", rc, ")");
+    return std::nullopt;
+  }
+  const std::string nodes(list);
+  free(list);  // NOLINT: PMIx allocated it with malloc
+  std::vector<std::string> node_of(static_cast<size_t>(size_));
+  std::string mine_name;
+  size_t begin = 0;
+  while (begin <= nodes.size()) {
+    size_t end = nodes.find(',', begin);
+    if (end == std::string::npos) end = nodes.size();
+    const std::string node = nodes.substr(begin, end - begin);
+    begin = end + 1;
+    if (node.empty()) continue;
+    pmix_proc_t* procs = nullptr;
+    size_t count = 0;
+    const pmix_status_t peers = PMIx_Resolve_peers(node.c_str(), nspace_.c_str(), &procs, &count);
+    if (peers != PMIX_SUCCESS) {
+      *why = concat("PMIx_Resolve_peers(\"", node, "\") failed: ", PMIx_Error_string(peers));
+      return std::nullopt;
+    }
+    std::string problem;
+    for (size_t i = 0; i < count && problem.empty(); ++i) {
+      const pmix_rank_t rank = procs[i].rank;
+      if (rank >= static_cast<pmix_rank_t>(size_)) {
+        problem = concat("PMIx_Resolve_peers(\"", node, "\") lists rank ", rank, " of a job of ", size_);
+      } else if (!node_of[rank].empty()) {
+        problem = concat("PMIx's map puts rank ", rank, " on both ", node_of[rank], " and ", node);
+      } else {
+        node_of[rank] = node;
+      }
+    }
+    if (procs != nullptr) PMIX_PROC_FREE(procs, count);
+    if (!problem.empty()) {
+      *why = problem;
+      return std::nullopt;
+    }
+  }
+  for (size_t r = 0; r < node_of.size(); ++r) {
+    if (node_of[r].empty()) {
+      *why = concat("PMIx's map (nodes \"", nodes, "\") puts rank ", r, " on no node");
+      return std::nullopt;
+    }
+  }
+  const std::string& mine = node_of[static_cast<size_t>(rank_)];
+  const auto local = std::count(node_of.begin(), node_of.end(), mine);
+  if (local != local_size_) {
+    *why = concat("PMIx's map puts ", local, " ranks on ", mine, " but PMIX_LOCAL_SIZE is ", local_size_);
+    return std::nullopt;
+  }
+  return node_of;
 }
 
 std::optional<Error> PmixClient::terminated() const {

@@ -77,11 +77,20 @@ class PmixClient {
   static std::optional<Error> fence_error(const PmixFence& fence, const std::string& what);
   // PMIx_Get of `rank`'s byte object at `key`, waiting at most `timeout`.
   Bytes get(int rank, const std::string& key, std::chrono::milliseconds timeout);
+  // The same, but nullopt where the server has no such value (yet): a key
+  // of a rank that has not committed it before a fence is not waited for by
+  // every server (Slurm's answered NOT-FOUND at once for a rank of its node).
+  std::optional<Bytes> get_if_there(int rank, const std::string& key, std::chrono::milliseconds timeout);
   // PMIx_Get_nb of every other rank's byte object at `key`, all in flight at
   // once (PMIx serves each get on its progress thread: one at a time, a
   // job of 256 oversubscribed ranks spent a second per gather in them).
   // The vector has `size()` entries; this rank's (`rank()`) is empty.
   std::vector<Bytes> get_all(const std::string& key, std::chrono::milliseconds timeout);
+  // Every rank's node name, from the server's map of the job
+  // (PMIx_Resolve_nodes, then PMIx_Resolve_peers per node: answered from
+  // the job's data the server handed over at PMIx_Init, no fence). Nullopt,
+  // with `why`, where the map is missing or disagrees with PMIX_LOCAL_SIZE.
+  std::optional<std::vector<std::string>> node_of_rank(std::string* why) const;
   // The first rank the PMIx server reported dead (aborted, or ended without
   // finalizing), as Error(Status::peer_failed) naming it; nullopt if none.
   std::optional<Error> terminated() const;

@@ -129,10 +129,21 @@ class LazyStore : public StoreAccess {
   // Whether a call has opened the connection yet.
   virtual bool connected() const = 0;
 };
+// Where a lazy client connects to, and the secret it presents.
+struct StoreLocation {
+  std::string host;
+  uint16_t port = 0;
+  std::string secret;
+};
 // `served_by`: the rank whose process serves the store (a lost connection
 // then names it), or -1.
 std::unique_ptr<LazyStore> lazy_store_client(std::string host, uint16_t port, std::string secret,
                                              std::chrono::milliseconds timeout, int rank, int served_by);
+// The same, where even the address is looked up on first use (`locate`,
+// under PMIx a get of rank 0's record): a failed lookup fails that call and
+// every later one the same way, as a connection that failed.
+std::unique_ptr<LazyStore> lazy_store_client(std::function<StoreLocation()> locate, std::chrono::milliseconds timeout,
+                                             int rank, int served_by);
 
 // A store's waiting get: `get_until` in slices of about a second until
 // `deadline`, asking `failure` between slices, so a rank that failed ends the
@@ -224,8 +235,14 @@ class Bootstrap {
   bool store_answers() const { return store_answers_; }
   // Under PMIx in a job across hosts: this host's address that reaches rank
   // 0's store (what CHORUS_TCP_IFACE=auto means; the tcp transport cannot
-  // find it in CHORUS_STORE_ADDR there). Empty otherwise.
-  const std::string& address_toward_store() const { return address_toward_store_; }
+  // find it in CHORUS_STORE_ADDR there); looks rank 0's record up in PMIx on
+  // the first call. Empty otherwise.
+  const std::string& address_toward_store();
+  // Under PMIx: every rank's node name from the resource manager's map
+  // (PMIx_Resolve_nodes/_peers, answered by the local server without a
+  // fence), or nullopt, logged, where the server has no usable map. Nullopt
+  // under the store.
+  std::optional<std::vector<std::string>> pmix_node_of_rank() const;
   // launcher_failure(), else a rank the PMIx server reported dead, else the
   // first rank that left the job after an error (any launcher), as
   // Error(Status::peer_failed) naming it.
@@ -264,10 +281,14 @@ class Bootstrap {
   std::unique_ptr<Departures> departures_;
   bool store_answers_ = true;
   std::string address_toward_store_;
+  bool address_toward_store_known_ = false;
   bool joined_ = false;  // the first all_gather (which reports missing ranks as "not joined") is done
 
   void connect_store(const std::string& host, uint16_t port);
   void open_pmix_store();
+  // Rank 0's store record under PMIx, read with PMIx_Get (a direct read
+  // from rank 0's server before the first collecting fence, local after it).
+  StoreLocation pmix_store_location(std::chrono::milliseconds within) const;
   std::vector<Bytes> pmix_all_gather(const std::string& prefix, const Bytes& blob);
   bool pmix_any_rank(const std::string& name, bool mine, const std::function<void()>& progress);
   // Put + commit + a collecting fence (`what` names it) + every rank's value.

@@ -59,6 +59,23 @@ std::string this_hostname() {
   return name;
 }
 
+// Every rank's host identity (docs/bootstrap.md, "Host layout"): under PMIx
+// the resource manager's map, read without a fence; otherwise, or where
+// CHORUS_HOST_ID names the hosts (tests, containers: set it for every rank
+// or for none), a gather of each rank's name.
+std::vector<bootstrap::Bytes> host_of_each_rank(Session& session, const std::string& host) {
+  const std::optional<std::string> id = config::get("CHORUS_HOST_ID");
+  if (!id || id->empty()) {
+    if (std::optional<std::vector<std::string>> nodes = session.bootstrap->pmix_node_of_rank()) {
+      std::vector<bootstrap::Bytes> hosts;
+      hosts.reserve(nodes->size());
+      for (const std::string& node : *nodes) hosts.emplace_back(node.begin(), node.end());
+      return hosts;
+    }
+  }
+  return session.bootstrap->all_gather("chorus/host", bootstrap::Bytes(host.begin(), host.end()));
+}
+
 }  // namespace
 
 std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_environment() {
@@ -113,7 +130,7 @@ void CommunicatorImpl::connect() {
   Session& session = *session_;
   const bootstrap::JobInfo& job = session.job;
   std::string host = this_hostname();
-  auto hosts = session.bootstrap->all_gather("chorus/host", bootstrap::Bytes(host.begin(), host.end()));
+  const std::vector<bootstrap::Bytes> hosts = host_of_each_rank(session, host);
   std::vector<std::string> host_names;
   for (const bootstrap::Bytes& name : hosts) host_names.emplace_back(name.begin(), name.end());
   session.host_of_engine_rank = number_hosts(host_names);
@@ -124,8 +141,9 @@ void CommunicatorImpl::connect() {
   // Without chorusrun no launcher tells the ranks that a peer died (mpirun,
   // srun and torchrun stop the job, or wait, without a word to chorus):
   // same-host peers are watched in /proc, so a survivor names a dead one in
-  // about a second (docs/errors.md).
-  if (job.launcher != "chorusrun" && job.size > 1) watch_local_peers(session, hosts);
+  // about a second (docs/errors.md). What to watch travels with the
+  // transport addresses below.
+  const bool watch_peers = job.launcher != "chorusrun" && job.size > 1;
   // Bound before the transport exists, so its buffers are allocated near
   // the NIC and its CQ gets the planned completion vector.
   // Under PMIx no CHORUS_STORE_ADDR tells the tcp transport which of this
@@ -139,7 +157,10 @@ void CommunicatorImpl::connect() {
   if (placement.plan.bind) session.progress_cpus = placement.plan.progress_cpus;
   // This host's ranks: shm between them when the job spans hosts (hybrid).
   session.transport = create_transport(session.settings, job.rank, job.size, layout, placement.plan.completion_vector);
-  auto addresses = session.bootstrap->all_gather("chorus/transport", session.transport->address());
+  bootstrap::Bytes mine = session.transport->address();
+  if (watch_peers) mine = with_process_description(std::move(mine));
+  std::vector<bootstrap::Bytes> addresses = session.bootstrap->all_gather("chorus/transport", mine);
+  if (watch_peers) addresses = watch_local_peers(session, hosts, std::move(addresses));
   session.transport->connect(addresses);
   session.engine = std::make_unique<p2p::Engine>(*session.transport, job.rank, job.size, job.local_size, session.settings);
   session.engine->set_failure_probe([&session](bool stalled) { return session.peer_failure(stalled); });

@@ -222,8 +222,13 @@ inline constexpr const char* kStoreLauncher = "store";
 // and size, and which same-host peers to watch (communicator_store.cc).
 void learn_host_layout(Session& session, const std::vector<bootstrap::Bytes>& hosts);
 // Same-host peers to look up in /proc when a wait stalls (LocalLiveness):
-// one store all_gather of every rank's pid and start time.
-void watch_local_peers(Session& session, const std::vector<bootstrap::Bytes>& hosts);
+// every rank's pid and start time ride with its transport address in one
+// gather. with_process_description appends this process' to `address`;
+// watch_local_peers takes every rank's back off, starts the watch and
+// returns the bare addresses.
+bootstrap::Bytes with_process_description(bootstrap::Bytes address);
+std::vector<bootstrap::Bytes> watch_local_peers(Session& session, const std::vector<bootstrap::Bytes>& hosts,
+                                                std::vector<bootstrap::Bytes> gathered);
 
 class CommunicatorImpl {
  public:

@@ -16,11 +16,37 @@ void learn_host_layout(Session& session, const std::vector<bootstrap::Bytes>& ho
   job.local_size = static_cast<int>(std::count(hosts.begin(), hosts.end(), mine));
 }
 
-void watch_local_peers(Session& session, const std::vector<bootstrap::Bytes>& hosts) {
-  const bootstrap::JobInfo& job = session.job;
+// Layout: the address's length (4 bytes, little endian), the address, the
+// description.
+bootstrap::Bytes with_process_description(bootstrap::Bytes address) {
   const std::string me = LocalLiveness::describe_self();
-  session.local_liveness.emplace(session.bootstrap->all_gather("chorus/process", bootstrap::Bytes(me.begin(), me.end())),
-                                 hosts, job.rank);
+  const auto length = static_cast<uint32_t>(address.size());
+  bootstrap::Bytes packed;
+  packed.reserve(4 + address.size() + me.size());
+  for (int shift = 0; shift < 32; shift += 8) packed.push_back(static_cast<uint8_t>(length >> shift));
+  packed.insert(packed.end(), address.begin(), address.end());
+  packed.insert(packed.end(), me.begin(), me.end());
+  return packed;
+}
+
+std::vector<bootstrap::Bytes> watch_local_peers(Session& session, const std::vector<bootstrap::Bytes>& hosts,
+                                                std::vector<bootstrap::Bytes> gathered) {
+  std::vector<bootstrap::Bytes> addresses(gathered.size());
+  std::vector<bootstrap::Bytes> descriptions(gathered.size());
+  for (size_t r = 0; r < gathered.size(); ++r) {
+    const bootstrap::Bytes& packed = gathered[r];
+    uint32_t length = 0;
+    for (size_t i = 0; i < 4 && i < packed.size(); ++i) length |= static_cast<uint32_t>(packed[i]) << (8 * i);
+    if (packed.size() < 4 || packed.size() - 4 < length) {
+      fail(Status::bootstrap, "the bootstrap record of rank ", r, " (", packed.size(),
+           " bytes) is no transport address and process description: ranks of different chorus builds?");
+    }
+    const auto address_end = packed.begin() + 4 + static_cast<std::ptrdiff_t>(length);
+    addresses[r].assign(packed.begin() + 4, address_end);
+    descriptions[r].assign(address_end, packed.end());
+  }
+  session.local_liveness.emplace(descriptions, hosts, session.job.rank);
+  return addresses;
 }
 
 std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create_from_store(int rank, int size,
