@@ -200,6 +200,7 @@ void Engine::Impl::fail_slot(Slot& slot, const Error& error) {
   withdraw(slot);
   slot.state = Slot::State::failed;
   slot.error = error;
+  ++finished_requests_;
 }
 
 // A failed operation's buffer is the application's again as soon as the
@@ -275,6 +276,7 @@ void Engine::Impl::deliver_eager(Slot& slot, int source, Tag tag, const uint8_t*
   if (length > slot.capacity) return fail_slot(slot, truncation_error(slot, source, length));
   if (length != 0) copy_bytes(slot.buffer, payload, length);
   slot.state = Slot::State::done;
+  ++finished_requests_;
 }
 
 Error Engine::Impl::truncation_error(const Slot& slot, int source, size_t length) const {
