@@ -30,7 +30,7 @@ Request Engine::Impl::isend(int peer, Tag tag, const void* buffer, size_t bytes,
   check_peer(peer, "send to");
   check_buffer(buffer, bytes, "send");
   const bool eager = bytes <= eager_limit_;
-  if (eager && !peer_failures_[static_cast<size_t>(peer)]) {
+  if (sends_at_once(peer, bytes)) {
     MessageHeader header{MessageType::eager, tag, bytes, call_check};
     transport_.post_eager(peer, &header, sizeof header, buffer, bytes);
     ++counters_.eager_sent;
@@ -200,6 +200,7 @@ void Engine::Impl::fail_slot(Slot& slot, const Error& error) {
   withdraw(slot);
   slot.state = Slot::State::failed;
   slot.error = error;
+  ++finished_requests_;
 }
 
 // A failed operation's buffer is the application's again as soon as the
@@ -275,6 +276,7 @@ void Engine::Impl::deliver_eager(Slot& slot, int source, Tag tag, const uint8_t*
   if (length > slot.capacity) return fail_slot(slot, truncation_error(slot, source, length));
   if (length != 0) copy_bytes(slot.buffer, payload, length);
   slot.state = Slot::State::done;
+  ++finished_requests_;
 }
 
 Error Engine::Impl::truncation_error(const Slot& slot, int source, size_t length) const {
@@ -323,6 +325,7 @@ void Engine::flush_sends(std::chrono::milliseconds linger, std::chrono::millisec
 void Engine::set_timeout(std::chrono::milliseconds timeout) { impl_->set_timeout(timeout); }
 std::chrono::milliseconds Engine::timeout() const { return impl_->settings().timeout; }
 bool Engine::finished(const Request& request) const { return impl_->finished(request); }
+bool Engine::sends_at_once(int peer, size_t bytes) const { return impl_->sends_at_once(peer, bytes); }
 Error Engine::timeout_error(const Request& request) { return impl_->timeout_error(request); }
 std::optional<Error> Engine::probe_failure() { return impl_->progress_engine().probe_failure(/*stalled=*/true); }
 size_t Engine::unexpected_count() const { return impl_->unexpected_count(); }

@@ -93,6 +93,9 @@ class Engine {
   // untouched until the request completes. `call_check` travels with the
   // message: a digest of the collective call that sends it (0 for none).
   Request isend(int peer, Tag tag, const void* buf, size_t bytes, uint32_t call_check = 0);
+  // Whether isend(peer, ..., bytes) now would return a request born
+  // finished (an eager send to a peer not known to have failed).
+  bool sends_at_once(int peer, size_t bytes) const;
   // Non-blocking receive into `buf` (capacity `bytes`) from `peer` or
   // kAnySource, of a message whose tag equals `tag` on the bits of `tag_mask`.
   // A larger message fails the request with Status::truncated; a message of

@@ -118,6 +118,10 @@ class Engine::Impl final : public transport::Sink {
   // --- posting, matching, the transport's callbacks (engine.cc) ---
 
   Request isend(int peer, Tag tag, const void* buffer, size_t bytes, uint32_t call_check);
+  // isend's own test for a send the transport copies at once.
+  bool sends_at_once(int peer, size_t bytes) const {
+    return bytes <= eager_limit_ && peer >= 0 && peer < size_ && !peer_failures_[static_cast<size_t>(peer)];
+  }
   Request irecv(int peer, Tag tag, void* buffer, size_t bytes, Tag mask, CallCheck check);
   bool test(Request& request, Completion* done);
   std::optional<Completion> probe(int peer, Tag tag, Tag mask);
@@ -140,6 +144,9 @@ class Engine::Impl final : public transport::Sink {
   Progress& progress_engine() { return progress_; }
   bool finished(const Request& request) const { return request.finished_send() || finished(lookup(request)); }
   size_t unexpected_count() const { return unexpected_.size(); }
+  // Requests that have finished (done or failed) so far: Progress steps its
+  // operations only when this has changed.
+  uint64_t finished_requests() const { return finished_requests_; }
   Error timeout_error(const Request& request) { return timeout_error(lookup(request)); }
 
   // Polls the transport, then posts what the callbacks decided to post (the
@@ -279,6 +286,8 @@ class Engine::Impl final : public transport::Sink {
   std::vector<std::pair<int, uint64_t>> deferred_fins_;  // (peer, send id)
   Counters counters_;
   std::vector<bool> other_host_;  // by engine rank (set_other_hosts)
+  // Every change of a slot's state to done or failed counts (a new one must too).
+  uint64_t finished_requests_ = 0;
   Progress progress_;  // last: made after, and gone before, what it drives
 };
 

@@ -38,6 +38,7 @@ int Engine::Impl::flush_deferred() {
         deferred_fins_.push_back({slot->result.source, slot->remote_send_id});
         slot->registration.reset();
         slot->state = Slot::State::done;
+        ++finished_requests_;
       }
       ++actions;
     }
@@ -82,6 +83,7 @@ void Engine::Impl::finish_send(int peer, uint64_t send_id) {
   count_out(peer, slot->capacity);
   slot->registration.reset();
   slot->state = Slot::State::done;
+  ++finished_requests_;
 }
 
 }  // namespace chorus::p2p

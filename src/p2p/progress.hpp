@@ -347,6 +347,12 @@ class Progress {
   bool between_calls_ = false;  // the transport needs progress between calls
   std::vector<std::shared_ptr<Operation>> operations_;
   bool advancing_ = false;
+  // advance() walks the operations only when an engine request has finished
+  // since its last walk (an operation moves on only then) or `walk_again_`
+  // says an operation may move without one (an abort, a fiber that ran):
+  // a wait polls in a loop, and each empty poll walked them all.
+  uint64_t finished_seen_ = 0;
+  bool walk_again_ = false;
   Clock::time_point next_probe_{};
   // The thread's own (it reads application_locks() under the lock).
   uint64_t locks_seen_ = 0;

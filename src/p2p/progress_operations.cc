@@ -107,12 +107,23 @@ int Progress::advance() {
   // Not re-entered, and never from inside an operation's own fiber. Every
   // poll of every wait comes here: the empty list is the first test.
   if (operations_.empty() || advancing_ || Fiber::current() != nullptr) return 0;
+  const uint64_t finished = engine_.finished_requests();
+  if (finished == finished_seen_ && !walk_again_) return 0;
+  finished_seen_ = finished;  // what finishes during the walk makes another
+  walk_again_ = false;
   advancing_ = true;
   int moved = 0;
   size_t i = 0;
   try {
     while (i < operations_.size()) {
-      std::shared_ptr<Operation> operation = operations_[i];
+      const Operation& listed = *operations_[i];
+      // A point-to-point operation whose request is pending (step() would
+      // say so), without touching its reference count.
+      if (!listed.fiber && !engine_.finished(listed.request)) {
+        ++i;
+        continue;
+      }
+      std::shared_ptr<Operation> operation = operations_[i];  // alive through its step and finish
       const Step result = step(*operation);
       if (result == Step::completed) {
         operations_.erase(operations_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -121,11 +132,15 @@ int Progress::advance() {
         ++moved;
         continue;
       }
-      if (result == Step::advanced) ++moved;
+      if (result == Step::advanced) {
+        ++moved;
+        walk_again_ = true;
+      }
       ++i;
     }
   } catch (...) {
     advancing_ = false;
+    walk_again_ = true;  // the rest were not stepped
     throw;
   }
   advancing_ = false;
@@ -137,7 +152,10 @@ void Progress::fail(Operation& operation, const Error& error) {
   if (operation.fiber) {
     // The algorithm throws at its wait and unwinds on its own stack.
     operation.abort = error;
-    if (step(operation) != Step::completed) return;
+    if (step(operation) != Step::completed) {
+      walk_again_ = true;
+      return;
+    }
   } else if (!operation.error) {
     operation.error = error;
   }
@@ -281,6 +299,7 @@ void Progress::cancel_all(const std::function<Error(const Operation&)>& why) {
       operation->error = std::move(error);
     }
   }
+  walk_again_ = true;  // aborts and errors set above, whether or not a request finished
   try {
     advance();
   } catch (const std::exception& e) {

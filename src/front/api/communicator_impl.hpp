@@ -368,6 +368,8 @@ class CommunicatorImpl {
   void verify_same_call(const CallRecord& mine, p2p::CallTag call, coll::Scratch& scratch, bool on_fiber);
   // Non-blocking helpers.
   std::shared_ptr<RequestState> completed_request(const char* what) const;
+  // An isend's operation, to be given its engine request.
+  std::shared_ptr<p2p::Operation> send_operation(int peer, int tag, size_t bytes);
   std::shared_ptr<coll::Scratch> take_scratch();
   void check_no_stray_messages(p2p::CallTag call, bool nonblocking);
   std::optional<Received> probe_once(const char* what, int peer, int tag);  // under the lock

@@ -102,21 +102,27 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
   return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, RequestState{session_, std::move(operation)});
 }
 
-std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size_t bytes, int peer, int tag) {
-  std::lock_guard lock(session_->mutex);
-  check_usable();
-  chorus::check_user_tag("isend", tag, false);
-  check_message("isend", buf, bytes);
-  const int engine_peer = engine_rank_of(peer, "isend");
-  note_call(0, "isend", engine_peer);
+namespace {
+// Every send complete at its start (eager: the transport copied it) shares
+// one completed operation, which has nothing to report, and the request
+// holds it without a reference count: such a send makes no Operation and
+// no RequestState, and its wait frees nothing.
+std::shared_ptr<RequestState> finished_send_state() {
+  static RequestState* const state = [] {  // never destroyed: requests may outlive static destruction
+    auto operation = std::make_shared<p2p::Operation>("isend");
+    operation->complete.store(true);
+    return new RequestState{nullptr, std::move(operation)};
+  }();
+  return std::shared_ptr<RequestState>(std::shared_ptr<RequestState>(), state);
+}
+}  // namespace
+
+std::shared_ptr<p2p::Operation> CommunicatorImpl::send_operation(int peer, int tag, size_t bytes) {
   auto operation = std::allocate_shared<p2p::Operation>(RecyclingAllocator<p2p::Operation>{}, "isend");
   operation->owner = this;
   operation->peer = peer;
   operation->tag = tag;
   operation->bytes = bytes;
-  guarded("isend", [&] {
-    operation->request = session_->engine->isend(engine_peer, p2p::CallTag::point_to_point(context_id_, tag), buf, bytes);
-  });
   operation->on_complete = [this](p2p::Operation& done) {
     if (done.error && !sticky_error_) {
       done.error = become_unusable(
@@ -124,7 +130,29 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
     }
     session_->note_failure(done);
   };
-  session_->nonblocking().start_point_to_point(operation, bytes >= kLargeOperationBytes);
+  return operation;
+}
+
+std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size_t bytes, int peer, int tag) {
+  std::lock_guard lock(session_->mutex);
+  check_usable();
+  chorus::check_user_tag("isend", tag, false);
+  check_message("isend", buf, bytes);
+  const int engine_peer = engine_rank_of(peer, "isend");
+  note_call(0, "isend", engine_peer);
+  p2p::Engine& engine = *session_->engine;
+  // Made before the send is posted (an allocation failure then posts nothing)
+  // unless the send completes as it is posted.
+  std::shared_ptr<p2p::Operation> operation;
+  if (!engine.sends_at_once(engine_peer, bytes)) operation = send_operation(peer, tag, bytes);
+  p2p::Request request;
+  guarded("isend",
+          [&] { request = engine.isend(engine_peer, p2p::CallTag::point_to_point(context_id_, tag), buf, bytes); });
+  p2p::Progress& progress = session_->nonblocking();
+  if (request.finished_send()) return finished_send_state();
+  if (!operation) operation = send_operation(peer, tag, bytes);  // not reached: sends_at_once said it finishes
+  operation->request = request;
+  progress.start_point_to_point(operation, bytes >= kLargeOperationBytes);
   return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, RequestState{session_, std::move(operation)});
 }
 
@@ -185,9 +213,7 @@ void settle(std::shared_ptr<RequestState>& state, Received& received) {
 
 void Request::wait() {
   if (!state_) return;
-  std::shared_ptr<RequestState> state = state_;
-  Received got;
-  settle(state_, got);  // empty whatever the outcome
+  const std::shared_ptr<RequestState> state = std::move(state_);  // empty whatever the outcome
   p2p::Operation& operation = *state->operation;
   if (!operation.complete.load(std::memory_order_acquire)) {
     p2p::Progress* progress = state->session->operations();

@@ -161,24 +161,6 @@ void write_indices(const std::vector<int>& done, int* outcount, int* indices) {
 
 void set_empty_status(MPI_Status* status) { set_status(status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0); }
 
-namespace {
-
-// Freed request memory, for the next request. Never destroyed: a request
-// may be freed during static destruction (the detached list), after any
-// static pool would be gone; what it holds stays reachable.
-struct RequestPool {
-  std::mutex mutex;
-  std::vector<void*> free;
-};
-constexpr size_t kPooledRequests = 4096;  // beyond this many free ones, memory goes back to malloc
-
-RequestPool& request_pool() {
-  static auto* pool = new RequestPool;
-  return *pool;
-}
-
-}  // namespace
-
 RequestPtr new_request(MPI_Comm comm) {
   auto request = std::make_unique<chorus_mpi_request>();
   request->magic = kRequestMagic;
@@ -218,32 +200,17 @@ std::optional<std::string> settle_detached_requests() {
 
 }  // namespace chorus::mpi
 
+// Recycled like chorus' own request objects (common/recycling_allocator.hpp);
+// a derived class's larger object goes to the heap.
 void* chorus_mpi_request::operator new(size_t bytes) {
-  if (chorus::kRecycleObjects && bytes == sizeof(chorus_mpi_request)) {
-    auto& pool = chorus::mpi::request_pool();
-    std::lock_guard lock(pool.mutex);
-    if (!pool.free.empty()) {
-      void* memory = pool.free.back();
-      pool.free.pop_back();
-      return memory;
-    }
-  }
+  if (bytes == sizeof(chorus_mpi_request)) return chorus::RecyclingAllocator<chorus_mpi_request>().allocate(1);
   return ::operator new(bytes);
 }
 
 void chorus_mpi_request::operator delete(void* memory, size_t bytes) noexcept {
   if (memory == nullptr) return;
-  if (chorus::kRecycleObjects && bytes == sizeof(chorus_mpi_request)) {
-    auto& pool = chorus::mpi::request_pool();
-    std::lock_guard lock(pool.mutex);
-    if (pool.free.size() < chorus::mpi::kPooledRequests) {
-      try {
-        pool.free.push_back(memory);
-        return;
-      } catch (...) {
-        // no room to remember it: give it back below
-      }
-    }
+  if (bytes == sizeof(chorus_mpi_request)) {
+    return chorus::RecyclingAllocator<chorus_mpi_request>().deallocate(static_cast<chorus_mpi_request*>(memory), 1);
   }
   ::operator delete(memory, bytes);
 }
