@@ -36,6 +36,7 @@ void Progress::serve_between_calls() {
 
 void Progress::add(const std::shared_ptr<Operation>& operation, bool large) {
   operations_.push_back(operation);
+  walk_again_ = true;  // advance() steps a new operation even if no request finishes
   outstanding_.fetch_add(1);
   ensure_thread();
   wake_thread(large);
@@ -82,7 +83,12 @@ Progress::Step Progress::step(Operation& operation) {
   running_ = &operation;
   operation.fiber->resume();
   running_ = outer;
-  if (!operation.fiber->finished()) return Step::advanced;
+  // A fiber that waits on memory (the shm board), not on an engine request,
+  // moves only when resumed: advance() must walk again, wherever it ran.
+  if (!operation.fiber->finished()) {
+    walk_again_ = true;
+    return Step::advanced;
+  }
   try {
     operation.fiber->rethrow_if_failed();
   } catch (const std::exception& e) {
@@ -132,10 +138,7 @@ int Progress::advance() {
         ++moved;
         continue;
       }
-      if (result == Step::advanced) {
-        ++moved;
-        walk_again_ = true;
-      }
+      if (result == Step::advanced) ++moved;
       ++i;
     }
   } catch (...) {
