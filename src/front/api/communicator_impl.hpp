@@ -370,6 +370,8 @@ class CommunicatorImpl {
   std::shared_ptr<RequestState> completed_request(const char* what) const;
   // An isend's operation, to be given its engine request.
   std::shared_ptr<p2p::Operation> send_operation(int peer, int tag, size_t bytes);
+  // send's and isend's checks and call record (under the lock): the peer's engine rank.
+  int begin_send(const char* what, const void* buf, size_t bytes, int peer, int tag);
   std::shared_ptr<coll::Scratch> take_scratch();
   void check_no_stray_messages(p2p::CallTag call, bool nonblocking);
   std::optional<Received> probe_once(const char* what, int peer, int tag);  // under the lock

@@ -135,11 +135,7 @@ std::shared_ptr<p2p::Operation> CommunicatorImpl::send_operation(int peer, int t
 
 std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size_t bytes, int peer, int tag) {
   std::lock_guard lock(session_->mutex);
-  check_usable();
-  chorus::check_user_tag("isend", tag, false);
-  check_message("isend", buf, bytes);
-  const int engine_peer = engine_rank_of(peer, "isend");
-  note_call(0, "isend", engine_peer);
+  const int engine_peer = begin_send("isend", buf, bytes, peer, tag);
   p2p::Engine& engine = *session_->engine;
   // Made before the send is posted (an allocation failure then posts nothing)
   // unless the send completes as it is posted.
