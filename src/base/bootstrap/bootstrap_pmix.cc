@@ -115,11 +115,17 @@ StoreLocation Bootstrap::pmix_store_location(std::chrono::milliseconds within) c
   // 0 commits it as it starts, but it may start later than this rank, and a
   // server may answer NOT-FOUND rather than wait for it. So ask again, more
   // slowly each time, until `within` has passed.
-  const auto deadline = std::chrono::steady_clock::now() + within;
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + within;
   auto pause = std::chrono::milliseconds(5);
+  // Each try waits only for what is left of `within` (PMIx counts whole seconds).
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  };
   std::optional<Bytes> record;
-  while (!(record = pmix_->get_if_there(0, kStoreKey, within))) {
-    if (std::chrono::steady_clock::now() + pause > deadline) {
+  while (!(record = pmix_->get_if_there(0, kStoreKey, left()))) {
+    if (Clock::now() + pause > deadline) {
       fail(Status::bootstrap, "PMIx_Get(\"", kStoreKey,
            "\" of rank 0): rank 0 has not published its store's address within ", within.count(),
            " ms (has it started?)");

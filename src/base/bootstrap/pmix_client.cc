@@ -439,7 +439,6 @@ std::optional<std::vector<std::string>> PmixClient::node_of_rank(std::string* wh
   const std::string nodes(list);
   free(list);  // NOLINT: PMIx allocated it with malloc
   std::vector<std::string> node_of(static_cast<size_t>(size_));
-  std::string mine_name;
   size_t begin = 0;
   while (begin <= nodes.size()) {
     size_t end = nodes.find(',', begin);

@@ -138,17 +138,15 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
   const int engine_peer = begin_send("isend", buf, bytes, peer, tag);
   p2p::Engine& engine = *session_->engine;
   // Made before the send is posted (an allocation failure then posts nothing)
-  // unless the send completes as it is posted.
+  // unless the send completes as it is posted (the engine's own test).
   std::shared_ptr<p2p::Operation> operation;
   if (!engine.sends_at_once(engine_peer, bytes)) operation = send_operation(peer, tag, bytes);
   p2p::Request request;
   guarded("isend",
           [&] { request = engine.isend(engine_peer, p2p::CallTag::point_to_point(context_id_, tag), buf, bytes); });
-  p2p::Progress& progress = session_->nonblocking();
-  if (request.finished_send()) return finished_send_state();
-  if (!operation) operation = send_operation(peer, tag, bytes);  // not reached: sends_at_once said it finishes
+  if (!operation) return finished_send_state();
   operation->request = request;
-  progress.start_point_to_point(operation, bytes >= kLargeOperationBytes);
+  session_->nonblocking().start_point_to_point(operation, bytes >= kLargeOperationBytes);
   return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, RequestState{session_, std::move(operation)});
 }
 
