@@ -2,9 +2,13 @@
 // end of its first collective (a barrier), for bench/bootstrap-scale
 // (docs/bootstrap.md, "Scale"). Every rank measures its own init and barrier;
 // an allreduce then takes the maximum of each to rank 0, which prints one line:
-//   bootstrap-time: ranks N init_max_ms X barrier_max_ms Y first_collective_done_ms Z
+//   bootstrap-time: ranks N init_max_ms X barrier_max_ms Y first_collective_done_ms Z init_cpu_sum_ms C
 // Z is the wall clock (CLOCK_REALTIME, ms since the epoch) at which the last
 // rank left the barrier: the script subtracts its own launch time from it.
+// C is the CPU time (user + system, every thread) the ranks spent from exec
+// to the end of init, summed: on an oversubscribed host it bounds the wall
+// time from below (C / cores), whatever the launcher.
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -27,6 +31,14 @@ double epoch_ms() {
   return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6;
 }
 
+// CPU time of this process so far (all its threads), in ms.
+double process_cpu_ms() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; };
+  return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -42,15 +54,20 @@ int main(int argc, char** argv) {
   try {
     chorus::Communicator comm = chorus::Communicator::init();
     const double initialised = monotonic_ms();
+    const double init_cpu = process_cpu_ms();
     comm.barrier();
     const double done = monotonic_ms();
     // Maxima over the ranks: init, barrier, and when the barrier ended.
     double mine[3] = {initialised - start, done - initialised, epoch_ms()};
     double most[3] = {};
     comm.allreduce(mine, most, 3, chorus::ReduceOp::max);
+    double cpu_sum = 0;
+    comm.allreduce(&init_cpu, &cpu_sum, 1, chorus::ReduceOp::sum);
     if (comm.rank() == 0) {
-      std::printf("bootstrap-time: ranks %d init_max_ms %.1f barrier_max_ms %.1f first_collective_done_ms %.1f\n",
-                  comm.size(), most[0], most[1], most[2]);
+      std::printf(
+          "bootstrap-time: ranks %d init_max_ms %.1f barrier_max_ms %.1f first_collective_done_ms %.1f "
+          "init_cpu_sum_ms %.1f\n",
+          comm.size(), most[0], most[1], most[2], cpu_sum);
     }
     comm.finalize();
   } catch (const std::exception& e) {

@@ -78,9 +78,7 @@ class ShmTransport final : public Transport {
       : rank_(rank),
         size_(size),
         max_eager_(eager_capacity(options.max_eager_bytes)),
-        ring_bytes_(options.ring_bytes != 0
-                        ? options.ring_bytes
-                        : std::max<size_t>(256 * 1024, std::bit_ceil(4 * (max_eager_ + kRecordAlign)))),
+        ring_bytes_(options.ring_bytes != 0 ? options.ring_bytes : default_ring_bytes(max_eager_, size)),
         names_(options.rank_names),
         peers_(static_cast<size_t>(size)) {
     if (!names_.empty() && names_.size() != static_cast<size_t>(size_)) {
@@ -254,6 +252,19 @@ class ShmTransport final : public Transport {
  private:
   static size_t record_bytes(size_t message_bytes) {
     return round_up(kRecordHeaderBytes + message_bytes, kRecordAlign);
+  }
+
+  // Per sender: four of the largest records and at least 256 KiB, while the
+  // segment's rings (one per rank) fit in kRingBudget; past that they share
+  // it, down to two of the largest records. Without the budget 256 ranks
+  // asked 64 MiB of /dev/shm each (16 GiB per host), and zero-filling it was
+  // a third of their setup's CPU (docs/transport-shm.md, "Ring size").
+  static constexpr size_t kRingBudget = 16 * 1024 * 1024;
+  static size_t default_ring_bytes(size_t max_eager, int ranks) {
+    const size_t deep = std::max<size_t>(256 * 1024, std::bit_ceil(4 * (max_eager + kRecordAlign)));
+    const size_t least = std::bit_ceil(2 * record_bytes(max_eager));
+    const size_t share = std::bit_floor(kRingBudget / static_cast<size_t>(std::max(ranks, 1)));
+    return std::max(least, std::min(deep, share));
   }
 
   void check_peer(int peer, const char* what) const {

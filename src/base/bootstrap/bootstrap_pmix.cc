@@ -166,7 +166,9 @@ void Bootstrap::wait_fence(const std::shared_ptr<PmixFence>& fence, const std::s
   const auto interval = startup_report_interval(timeout_);
   auto next_report = start + interval;
   auto next_failure_check = start + std::chrono::seconds(1);
-  auto pause = std::chrono::microseconds(50);  // grows to 5 ms: a long wait does not spin
+  // With a transport to drive, the pause between its polls grows to 5 ms;
+  // without one the wait sleeps until the fence ends or a duty below is due.
+  auto pause = std::chrono::microseconds(50);
   while (!fence->done.load()) {
     if (progress) progress();
     const auto now = Clock::now();
@@ -195,8 +197,12 @@ void Bootstrap::wait_fence(const std::shared_ptr<PmixFence>& fence, const std::s
                 std::chrono::duration_cast<std::chrono::seconds>(now - start).count(), " s so far; CHORUS_TIMEOUT is ",
                 static_cast<double>(timeout_.count()) / 1000, " s)");
     }
-    std::this_thread::sleep_for(pause);
-    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
+    if (progress) {
+      fence->wait_for(pause);
+      pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
+    } else {
+      fence->wait_for(std::min({next_failure_check, next_report, deadline}) - Clock::now());
+    }
   }
   slowest_fence_ = std::max(slowest_fence_, Clock::now() - start);
   if (std::optional<Error> error = PmixClient::fence_error(*fence, what)) {

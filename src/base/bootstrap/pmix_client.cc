@@ -194,8 +194,7 @@ void on_termination(size_t, pmix_status_t status, const pmix_proc_t* source, pmi
 
 void fence_done(pmix_status_t status, void* data) {
   auto* fence = static_cast<std::shared_ptr<PmixFence>*>(data);
-  (*fence)->status = status;
-  (*fence)->done = true;
+  (*fence)->finish(status);
   delete fence;
 }
 
@@ -298,7 +297,7 @@ std::shared_ptr<PmixFence> PmixClient::start_fence(bool collect) {
   PMIX_INFO_DESTRUCT(&info);
   if (rc == PMIX_OPERATION_SUCCEEDED) {  // done at once, no callback comes
     delete handle;
-    fence->done = true;
+    fence->finish(PMIX_SUCCESS);
   } else if (rc != PMIX_SUCCESS) {
     delete handle;
     pmix_failed(rc, concat("PMIx_Fence_nb(", collect ? "PMIX_COLLECT_DATA" : "no data", ")"));
@@ -381,6 +380,7 @@ void got_value(pmix_status_t status, pmix_value_t* value, void* data) {
       all.status[get->index] = PMIX_ERR_NOT_FOUND;
     }
     --all.pending;
+    if (all.pending != 0) return;  // the waiter wakes once, for the last answer
   }
   all.answered.notify_all();
 }

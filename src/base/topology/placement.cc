@@ -11,10 +11,11 @@ namespace chorus::topology {
 
 namespace {
 
-Topology load_topology(const PlacementSettings& settings) {
+// `with_io_devices`: only a NIC with a locality to find needs the PCI devices.
+Topology load_topology(const PlacementSettings& settings, bool with_io_devices) {
   // An XML export is taken to be of this machine (saved to skip discovery on
   // big nodes, like HWLOC_XMLFILE): binding through it must reach real CPUs.
-  if (settings.topology_xml.empty()) return Topology::this_machine();
+  if (settings.topology_xml.empty()) return Topology::this_machine(with_io_devices);
   try {
     return Topology::from_xml(settings.topology_xml, true);
   } catch (const Error& e) {
@@ -73,7 +74,7 @@ Policy parse_policy(const std::string& text) {
 }
 
 Placement place_rank(const PlacementSettings& settings, const NicDescription& nic, const RankIdentity& who) {
-  const Topology topology = load_topology(settings);
+  const Topology topology = load_topology(settings, static_cast<bool>(nic.locate));
   const NicView view = view_of(nic, topology);
   PlanRequest request;
   request.policy = parse_policy(settings.bind);

@@ -24,12 +24,14 @@ BitmapPtr new_bitmap() {
 }
 
 // init, configure, load; the topology is destroyed if any step fails.
-hwloc_topology_t load(const std::string& what, const std::function<int(hwloc_topology_t)>& configure) {
+hwloc_topology_t load(const std::string& what, const std::function<int(hwloc_topology_t)>& configure,
+                      bool with_io_devices = true) {
   hwloc_topology_t topology = nullptr;
   check_hwloc(hwloc_topology_init(&topology), "hwloc_topology_init");
   std::unique_ptr<hwloc_topology, void (*)(hwloc_topology_t)> guard(topology, hwloc_topology_destroy);
   // PCI devices and OS devices (NICs) are filtered out by default.
-  check_hwloc(hwloc_topology_set_io_types_filter(topology, HWLOC_TYPE_FILTER_KEEP_IMPORTANT),
+  check_hwloc(hwloc_topology_set_io_types_filter(
+                  topology, with_io_devices ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT : HWLOC_TYPE_FILTER_KEEP_NONE),
               "hwloc_topology_set_io_types_filter");
   // Only CPUs and PCI NICs matter here. The GPU/display discovery plugins
   // (Debian's libhwloc-plugins: gl opens X displays, opencl loads every ICD)
@@ -68,8 +70,8 @@ CpuSet to_cpu_set(hwloc_const_bitmap_t bitmap) {
   return cpus;
 }
 
-Topology Topology::this_machine() {
-  return Topology(load("this machine", [](hwloc_topology_t) { return 0; }));
+Topology Topology::this_machine(bool with_io_devices) {
+  return Topology(load("this machine", [](hwloc_topology_t) { return 0; }, with_io_devices));
 }
 
 Topology Topology::from_xml(const std::string& path, bool of_this_machine) {

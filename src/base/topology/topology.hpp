@@ -25,8 +25,11 @@ CpuSet to_cpu_set(hwloc_const_bitmap_t bitmap);
 
 class Topology {
  public:
-  // This machine, PCI devices and NICs included.
-  static Topology this_machine();
+  // This machine, PCI devices and NICs included unless `with_io_devices` is
+  // false: a rank whose transport has no NIC to place near (shm, tcp) skips
+  // reading every PCI device's config space, which is most of the
+  // discovery's cost (in a VM each read traps to the hypervisor).
+  static Topology this_machine(bool with_io_devices = true);
   // An lstopo XML export. `of_this_machine`: it describes the machine we run
   // on (an export saved to skip discovery), so binding through it is allowed.
   static Topology from_xml(const std::string& path, bool of_this_machine);
