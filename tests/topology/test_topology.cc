@@ -70,6 +70,20 @@ TEST(TopologyErrors, NameTheHwlocCall) {
   }
 }
 
+// Without I/O devices (a shm or tcp rank: no NIC to place near) the topology
+// has no PCI or OS device at all, and the same cores as with them; with them,
+// whatever this machine's PCI bus shows is there (none in some containers).
+TEST(TopologyThisMachine, WithoutIoDevicesHasNoPciOrOsDeviceAndTheSameCores) {
+  const Topology with_io = Topology::this_machine();
+  const Topology without_io = Topology::this_machine(/*with_io_devices=*/false);
+  EXPECT_EQ(hwloc_get_nbobjs_by_type(without_io.get(), HWLOC_OBJ_PCI_DEVICE), 0);
+  EXPECT_EQ(hwloc_get_nbobjs_by_type(without_io.get(), HWLOC_OBJ_OS_DEVICE), 0);
+  EXPECT_EQ(hwloc_get_nbobjs_by_type(without_io.get(), HWLOC_OBJ_BRIDGE), 0);
+  EXPECT_EQ(without_io.allowed_cpus(), with_io.allowed_cpus());
+  EXPECT_EQ(without_io.machine().cores.size(), with_io.machine().cores.size());
+  RecordProperty("pci_devices_with_io", hwloc_get_nbobjs_by_type(with_io.get(), HWLOC_OBJ_PCI_DEVICE));
+}
+
 // This machine: binding to one allowed CPU is read back exactly, then undone.
 TEST(TopologyThisMachine, BindsAndReadsBack) {
   const Topology topology = Topology::this_machine();

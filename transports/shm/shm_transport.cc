@@ -78,7 +78,7 @@ class ShmTransport final : public Transport {
       : rank_(rank),
         size_(size),
         max_eager_(eager_capacity(options.max_eager_bytes)),
-        ring_bytes_(options.ring_bytes != 0 ? options.ring_bytes : default_ring_bytes(max_eager_, size)),
+        ring_bytes_(options.ring_bytes != 0 ? options.ring_bytes : shm_default_ring_bytes(max_eager_, size)),
         names_(options.rank_names),
         peers_(static_cast<size_t>(size)) {
     if (!names_.empty() && names_.size() != static_cast<size_t>(size_)) {
@@ -254,19 +254,6 @@ class ShmTransport final : public Transport {
     return round_up(kRecordHeaderBytes + message_bytes, kRecordAlign);
   }
 
-  // Per sender: four of the largest records and at least 256 KiB, while the
-  // segment's rings (one per rank) fit in kRingBudget; past that they share
-  // it, down to two of the largest records. Without the budget 256 ranks
-  // asked 64 MiB of /dev/shm each (16 GiB per host), and zero-filling it was
-  // a third of their setup's CPU (docs/transport-shm.md, "Ring size").
-  static constexpr size_t kRingBudget = 16 * 1024 * 1024;
-  static size_t default_ring_bytes(size_t max_eager, int ranks) {
-    const size_t deep = std::max<size_t>(256 * 1024, std::bit_ceil(4 * (max_eager + kRecordAlign)));
-    const size_t least = std::bit_ceil(2 * record_bytes(max_eager));
-    const size_t share = std::bit_floor(kRingBudget / static_cast<size_t>(std::max(ranks, 1)));
-    return std::max(least, std::min(deep, share));
-  }
-
   void check_peer(int peer, const char* what) const {
     if (peer < 0 || peer >= size_) fail(Status::internal, "shm: ", what, " index ", peer, " of ", size_);
     if (!connected_) fail(Status::internal, "shm: ", what, " rank ", named(peer), " before connect");
@@ -429,6 +416,16 @@ class ShmTransport final : public Transport {
 };
 
 }  // namespace
+
+size_t shm_default_ring_bytes(size_t max_eager_bytes, int ranks) {
+  // Without the budget 256 ranks asked 64 MiB of /dev/shm each (16 GiB per
+  // host), and zero-filling it was a third of their setup's CPU.
+  constexpr size_t kRingBudget = 16 * 1024 * 1024;
+  const size_t deep = std::max<size_t>(256 * 1024, std::bit_ceil(4 * (max_eager_bytes + kRecordAlign)));
+  const size_t least = std::bit_ceil(2 * round_up(kRecordHeaderBytes + max_eager_bytes, kRecordAlign));
+  const size_t share = std::bit_floor(kRingBudget / static_cast<size_t>(std::max(ranks, 1)));
+  return std::max(least, std::min(deep, share));
+}
 
 std::unique_ptr<Transport> make_shm_transport(int rank, int size, const ShmOptions& options) {
   return std::make_unique<ShmTransport>(rank, size, options);

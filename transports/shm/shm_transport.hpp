@@ -35,6 +35,12 @@ struct ShmOptions {
 // PR_SET_PTRACER) and no Yama allow it. Fills `why` when it returns false.
 bool shm_cross_memory_attach_allowed(std::string* why);
 
+// The ring per sender when ShmOptions::ring_bytes is 0: four of the largest
+// records and at least 256 KiB while a rank's rings (one per rank) fit in
+// 16 MiB; past that they share the 16 MiB, down to two of the largest
+// records (docs/transport-shm.md, "Ring size").
+size_t shm_default_ring_bytes(size_t max_eager_bytes, int ranks);
+
 std::unique_ptr<Transport> make_shm_transport(int rank, int size, const ShmOptions& options);
 
 }  // namespace chorus::transport
