@@ -68,6 +68,8 @@ static_assert(sizeof(RingControl) == kCacheLine);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 inline size_t round_up(size_t value, size_t to) { return (value + to - 1) / to * to; }
+// The ring bytes a message of `message_bytes` takes: its header, the message, padding to a line.
+inline size_t record_bytes(size_t message_bytes) { return round_up(kRecordHeaderBytes + message_bytes, kRecordAlign); }
 
 inline size_t controls_offset() { return kCacheLine; }
 inline size_t rings_offset(int senders) {

@@ -250,10 +250,6 @@ class ShmTransport final : public Transport {
   }
 
  private:
-  static size_t record_bytes(size_t message_bytes) {
-    return round_up(kRecordHeaderBytes + message_bytes, kRecordAlign);
-  }
-
   void check_peer(int peer, const char* what) const {
     if (peer < 0 || peer >= size_) fail(Status::internal, "shm: ", what, " index ", peer, " of ", size_);
     if (!connected_) fail(Status::internal, "shm: ", what, " rank ", named(peer), " before connect");
@@ -422,7 +418,7 @@ size_t shm_default_ring_bytes(size_t max_eager_bytes, int ranks) {
   // host), and zero-filling it was a third of their setup's CPU.
   constexpr size_t kRingBudget = 16 * 1024 * 1024;
   const size_t deep = std::max<size_t>(256 * 1024, std::bit_ceil(4 * (max_eager_bytes + kRecordAlign)));
-  const size_t least = std::bit_ceil(2 * round_up(kRecordHeaderBytes + max_eager_bytes, kRecordAlign));
+  const size_t least = std::bit_ceil(2 * shm::record_bytes(max_eager_bytes));
   const size_t share = std::bit_floor(kRingBudget / static_cast<size_t>(std::max(ranks, 1)));
   return std::max(least, std::min(deep, share));
 }
