@@ -26,8 +26,18 @@ rm -rf "$work/src/bindings/pytorch/chorus_torch/lib" "$work/src/bindings/pytorch
 
 echo "== fresh venv (--system-site-packages: the system's torch), pip install"
 "$python" -m venv --system-site-packages "$work/venv"
-(cd "$work/src" && CHORUS_PREFIX=$work/prefix "$work/venv/bin/pip" install --no-build-isolation --no-deps \
-  --no-index . > "$work/pip.log" 2>&1) || { tail -30 "$work/pip.log"; echo "FAIL: pip install"; exit 1; }
+# The extension's compile goes through ccache where there is one (CI time):
+# the scratch tree is new every run, so its paths are made relative to it.
+# torch wants CXX to be one program named like a compiler: a wrapper.
+compiler=()
+if [ -z "${CXX:-}" ] && command -v ccache >/dev/null && command -v g++ >/dev/null; then
+  mkdir -p "$work/ccache-bin"
+  printf '#!/bin/sh\nexec ccache %s "$@"\n' "$(command -v g++)" > "$work/ccache-bin/g++"
+  chmod +x "$work/ccache-bin/g++"
+  compiler=(CXX="$work/ccache-bin/g++" CCACHE_BASEDIR="$work" CCACHE_NOHASHDIR=1)
+fi
+(cd "$work/src" && env "${compiler[@]}" CHORUS_PREFIX="$work/prefix" "$work/venv/bin/pip" install --no-build-isolation \
+  --no-deps --no-index . > "$work/pip.log" 2>&1) || { tail -30 "$work/pip.log"; echo "FAIL: pip install"; exit 1; }
 grep -E "Successfully (built|installed)" "$work/pip.log"
 
 echo "== import from another directory"
