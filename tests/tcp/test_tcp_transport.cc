@@ -2,7 +2,10 @@
 // refuses a connection without the job's token and setup goes on; eager
 // messages arrive whole and in order; reads split across streams land byte
 // for byte; a read outside the owner's registrations fails with the reason;
-// a peer that closes on purpose (GOODBYE) is not reported as failed.
+// a peer that closes on purpose (GOODBYE) is not reported as failed; a read
+// abandoned while its payload streams in lands nowhere after cancel_reads,
+// and a reply queued from a region that closes sends the bytes it had then
+// (the engine hands a failed operation's buffer back to the application).
 // Killed and stopped ranks: tests/faults over --transport tcp.
 #include "transports/tcp/tcp_connect.hpp"
 #include "transports/tcp/tcp_transport.hpp"
@@ -12,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -176,6 +180,60 @@ TEST(TcpTransport, ReadOutsideTheOwnersRegistrationsFailsWithTheReason) {
   EXPECT_EQ(sinks[1].errors[1].first, 8u);
   EXPECT_NE(sinks[1].errors[1].second.find("names no registration"), std::string::npos) << sinks[1].errors[1].second;
   EXPECT_TRUE(sinks[1].reads_done.empty());
+}
+
+std::vector<uint8_t> numbered(size_t bytes, uint8_t seed) {
+  std::vector<uint8_t> data(bytes);
+  for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(i * 7 + seed + i / 4099);
+  return data;
+}
+
+constexpr size_t kLargeRead = size_t{32} << 20;  // far more than loopback's socket buffers hold
+
+TEST(TcpTransport, ReadCancelledWhileItsPayloadStreamsInLandsNowhere) {
+  auto job = make_job(2, 2);
+  connect_job(job);
+  std::vector<Collector> sinks(2);
+  std::vector<uint8_t> source = numbered(kLargeRead, 3);
+  std::vector<uint8_t> target(kLargeRead, 0xee), after(kLargeRead, 0);
+  auto owner = job[0]->register_memory(source.data(), source.size());
+  auto local = job[1]->register_memory(target.data(), target.size());
+  auto local_after = job[1]->register_memory(after.data(), after.size());
+  const RemoteBuffer remote{owner->remote_address(), owner->remote_key()};
+  job[1]->post_read(0, remote, *local, 0, kLargeRead, 5);
+  // Until the first bytes landed: a stream's decoder is inside the payload.
+  poll_until(job, sinks, [&] { return target[0] != 0xee || target[kLargeRead / 2] != 0xee; });
+  ASSERT_TRUE(sinks[1].reads_done.empty()) << "the whole read arrived at once: nothing left to cancel";
+  job[1]->cancel_reads(5);
+  std::fill(target.begin(), target.end(), uint8_t{0xee});  // as if freed and used again
+  // A read behind it on the same streams: when it is done, every byte of the first has passed.
+  job[1]->post_read(0, remote, *local_after, 0, kLargeRead, 6);
+  poll_until(job, sinks, [&] { return !sinks[1].reads_done.empty(); });
+  EXPECT_EQ(sinks[1].reads_done, std::vector<uint64_t>{6});
+  EXPECT_TRUE(after == source);
+  const size_t landed = static_cast<size_t>(std::count_if(target.begin(), target.end(), [](uint8_t b) { return b != 0xee; }));
+  EXPECT_EQ(landed, 0u) << "bytes of the cancelled read landed after cancel_reads";
+  EXPECT_TRUE(sinks[0].errors.empty());
+  EXPECT_TRUE(sinks[1].errors.empty());
+}
+
+TEST(TcpTransport, ReplyQueuedFromARegionThatClosesSendsTheBytesItHadThen) {
+  auto job = make_job(2, 2);
+  connect_job(job);
+  std::vector<Collector> sinks(2);
+  const std::vector<uint8_t> original = numbered(kLargeRead, 9);
+  std::vector<uint8_t> source = original, target(kLargeRead, 0);
+  auto owner = job[0]->register_memory(source.data(), source.size());
+  auto local = job[1]->register_memory(target.data(), target.size());
+  job[1]->post_read(0, RemoteBuffer{owner->remote_address(), owner->remote_key()}, *local, 0, kLargeRead, 5);
+  // Until the owner served the read: the socket took what it holds, the rest waits in its queue.
+  poll_until(job, sinks, [&] { return target[0] != 0 || target[kLargeRead / 2] != 0; });
+  ASSERT_TRUE(sinks[1].reads_done.empty()) << "the whole read arrived at once: nothing was left queued";
+  owner.reset();                                      // the operation failed: the registration closes
+  std::fill(source.begin(), source.end(), uint8_t{0});  // and the application reuses the buffer
+  poll_until(job, sinks, [&] { return !sinks[1].reads_done.empty() || !sinks[1].errors.empty(); });
+  EXPECT_TRUE(sinks[1].errors.empty()) << sinks[1].errors.front().second;
+  EXPECT_TRUE(target == original) << "the reply sent memory of a closed registration";
 }
 
 TEST(TcpTransport, PeerThatSaysGoodbyeIsNotAFailure) {

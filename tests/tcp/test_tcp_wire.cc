@@ -1,7 +1,8 @@
 // The TCP transport's frame decoder over a simulated wire: the same byte
 // stream of mixed frames cut into recv() pieces at every boundary, at random
 // sizes and byte by byte; every frame must come out once, whole and in order,
-// and READ_DATA must land in its destination. Malformed streams are refused.
+// and READ_DATA must land in its destination, or nowhere when its read was
+// abandoned (before or midway). Malformed streams are refused.
 #include "transports/tcp/tcp_wire.hpp"
 
 #include <gtest/gtest.h>
@@ -22,6 +23,7 @@ constexpr size_t kMaxEager = 5000;
 struct Recorder final : FrameHandler {
   std::vector<std::string> events;
   std::map<uint64_t, std::vector<uint8_t>> destinations;  // READ_DATA targets, by request
+  uint64_t dropped = 0;                                   // this request's READ_DATA lands nowhere
 
   void on_eager(const uint8_t* data, size_t bytes) override {
     events.push_back("eager:" + std::string(reinterpret_cast<const char*>(data), bytes));
@@ -33,7 +35,7 @@ struct Recorder final : FrameHandler {
   uint8_t* read_data_destination(uint64_t request, uint64_t bytes) override {
     auto found = destinations.find(request);
     if (found == destinations.end() || found->second.size() != bytes) throw WireError("unexpected READ_DATA");
-    return found->second.data();
+    return request == dropped ? nullptr : found->second.data();
   }
   void on_read_data_done(uint64_t request) override {
     const auto& bytes = destinations.at(request);
@@ -147,6 +149,60 @@ TEST(TcpWire, RandomPieces) {
     const Recorder got = feed(script, 8192 * static_cast<size_t>(1 + trial % 3), [&] { return size(random); });
     ASSERT_EQ(got.events, script.expected) << "trial " << trial;
   }
+}
+
+// Request 12's payload (300000 bytes, more than staging) as the decoder
+// leaves it in its destination when `cut` of its bytes had arrived before
+// the rest was dropped: the frames around it come out unchanged.
+std::vector<std::string> expected_with_12_cut(const Script& script, size_t cut) {
+  const std::string payload = pattern(300000, 'r');
+  std::vector<std::string> expected = script.expected;
+  for (std::string& event : expected) {
+    if (event.rfind("data:12:", 0) == 0) event = "data:12:" + payload.substr(0, cut) + std::string(300000 - cut, '\0');
+  }
+  return expected;
+}
+
+TEST(TcpWire, ReadDataWithoutDestinationIsDropped) {
+  const Script script;
+  FrameDecoder decoder(kMaxEager, 0);
+  Recorder recorder;
+  for (const auto& [request, bytes] : script.reads) recorder.destinations[request].resize(bytes);
+  recorder.dropped = 12;
+  for (size_t at = 0; at < script.wire.size();) {
+    const std::span<uint8_t> space = decoder.space();
+    const size_t bytes = std::min(space.size(), script.wire.size() - at);
+    std::memcpy(space.data(), script.wire.data() + at, bytes);
+    at += bytes;
+    decoder.consume(bytes, recorder);
+  }
+  EXPECT_TRUE(decoder.idle());
+  EXPECT_EQ(recorder.events, expected_with_12_cut(script, 0));
+}
+
+TEST(TcpWire, RestOfAPayloadIsDroppedWhenAskedMidway) {
+  const Script script;
+  FrameDecoder decoder(kMaxEager, 0);
+  Recorder recorder;
+  for (const auto& [request, bytes] : script.reads) recorder.destinations[request].resize(bytes);
+  const uint8_t* destination = recorder.destinations[12].data();
+  size_t cut = 0;
+  for (size_t at = 0; at < script.wire.size();) {
+    if (cut == 0 && decoder.direct_request() == 12) {
+      // As a cancelled read does: what landed stays, the rest goes nowhere.
+      cut = static_cast<size_t>(decoder.space().data() - destination);
+      decoder.drop_rest_of_direct();
+    }
+    const std::span<uint8_t> space = decoder.space();
+    EXPECT_FALSE(space.empty());
+    const size_t bytes = std::min({space.size(), script.wire.size() - at, size_t{1000}});
+    std::memcpy(space.data(), script.wire.data() + at, bytes);
+    at += bytes;
+    decoder.consume(bytes, recorder);
+  }
+  EXPECT_TRUE(decoder.idle());
+  ASSERT_GT(cut, 0u) << "request 12 was never received straight into its destination";
+  EXPECT_EQ(recorder.events, expected_with_12_cut(script, cut));
 }
 
 void expect_refused(const std::vector<uint8_t>& wire, const std::string& why) {

@@ -67,6 +67,17 @@ void Outbound::queue_reference(const uint8_t* head, size_t head_bytes, const uin
   frames_.push_back(std::move(frame));
 }
 
+void Outbound::copy_bodies_in(const uint8_t* begin, size_t bytes) {
+  const auto start = reinterpret_cast<uintptr_t>(begin);
+  for (Frame& frame : frames_) {
+    if (frame.body_bytes == 0 || !frame.owned.empty()) continue;
+    const auto body = reinterpret_cast<uintptr_t>(frame.body);
+    if (body + frame.body_bytes <= start || body >= start + bytes) continue;
+    frame.owned.assign(frame.body, frame.body + frame.body_bytes);
+    frame.body = frame.owned.data();
+  }
+}
+
 int Outbound::flush(int fd) {
   while (!frames_.empty()) {
     iovec parts[kMaxParts];

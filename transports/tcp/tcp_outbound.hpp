@@ -21,6 +21,10 @@ class Outbound {
   // Queues a frame whose body stays valid until sent (a READ_DATA reply
   // from registered memory): `head` is copied, `body` is not.
   void queue_reference(const uint8_t* head, size_t head_bytes, const uint8_t* body, size_t body_bytes);
+  // Frames queued by reference whose body lies in [begin, begin + bytes)
+  // copy it now: that memory is about to be released (its registration
+  // closes; a failed operation's buffer goes back to the application).
+  void copy_bodies_in(const uint8_t* begin, size_t bytes);
   // Sends as much of the queue as the socket takes. Returns 0, or an errno
   // value when the connection failed.
   int flush(int fd);

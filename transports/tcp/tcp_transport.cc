@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <unordered_map>
 
@@ -81,13 +82,19 @@ struct Report {
 struct Registry {
   std::unordered_map<uint64_t, std::pair<uintptr_t, size_t>> regions;
   uint64_t next_key = 1;
+  // Set while the transport lives: a region closed, and READ_DATA replies
+  // still queued from its memory must copy it first.
+  std::function<void(const uint8_t* base, size_t length)> released;
 };
 
 class TcpRegion final : public MemoryRegion {
  public:
   TcpRegion(void* base, size_t length, uint64_t key, std::shared_ptr<Registry> registry)
       : MemoryRegion(base, length, reinterpret_cast<uintptr_t>(base), key), registry_(std::move(registry)) {}
-  ~TcpRegion() override { registry_->regions.erase(remote_key()); }
+  ~TcpRegion() override {
+    registry_->regions.erase(remote_key());
+    if (registry_->released) registry_->released(static_cast<const uint8_t*>(base()), length());
+  }
 
  private:
   std::shared_ptr<Registry> registry_;
@@ -109,9 +116,15 @@ class TcpTransport final : public Transport {
     log::info("tcp: rank ", rank_, " listens on ", local_.to_string(), ", chosen as ", how);
     epoll_ = Fd(epoll_create1(EPOLL_CLOEXEC));
     if (!epoll_) fail(Status::transport, "tcp: epoll_create1 failed: ", errno_string(errno));
+    registry_->released = [this](const uint8_t* base, size_t length) {
+      for (Connection* connection : all_) connection->out.copy_bodies_in(base, length);
+    };
   }
 
-  ~TcpTransport() override { say_goodbye(); }
+  ~TcpTransport() override {
+    registry_->released = nullptr;
+    say_goodbye();
+  }
 
   std::string name() const override { return concat("tcp:", options_.streams, local_.family() == AF_INET6 ? ":ipv6" : ""); }
 
@@ -228,9 +241,17 @@ class TcpTransport final : public Transport {
 
   void note_abandoned(const Error& cause) override { abandoned_ = cause.what(); }
 
-  // The read `op` is over (failed or abandoned): its pieces still arrive, and land nowhere.
+  // The read `op` is over (failed or abandoned): its pieces still arrive, and
+  // land nowhere, also one whose payload is being received right now (the
+  // engine releases the destination as soon as this returns).
   void discard_pieces_of(uint64_t op) {
     for (auto& [id, piece] : pieces_) piece.discard = piece.discard || piece.op == op;
+    for (Connection* connection : all_) {
+      const uint64_t request = connection->decoder.direct_request();
+      if (request == 0) continue;
+      const auto found = pieces_.find(request);
+      if (found != pieces_.end() && found->second.discard) connection->decoder.drop_rest_of_direct();
+    }
   }
 
   void cancel_reads(uint64_t context) override {
@@ -323,10 +344,8 @@ class TcpTransport final : public Transport {
       if (piece == nullptr || piece->bytes != bytes) {
         throw WireError(concat("READ_DATA for request ", request, " (", bytes, " bytes) that was not asked for"));
       }
-      if (!piece->discard) return piece->destination;
       // The engine may have released the destination when the read failed.
-      if (transport_.discarded_.size() < bytes) transport_.discarded_.resize(bytes);
-      return transport_.discarded_.data();
+      return piece->discard ? nullptr : piece->destination;
     }
     void on_read_data_done(uint64_t request) override {
       ++delivered;
@@ -561,7 +580,6 @@ class TcpTransport final : public Transport {
   std::unordered_map<uint64_t, ReadOp> ops_;
   std::unordered_map<uint64_t, ReadPiece> pieces_;
   std::deque<std::vector<uint8_t>> to_self_;
-  std::vector<uint8_t> discarded_;  // where pieces of failed reads land
   std::vector<uint64_t> finished_reads_;
   std::optional<std::string> abandoned_;  // why this rank gave up (note_abandoned)
   std::vector<Report> reports_;

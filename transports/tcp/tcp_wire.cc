@@ -10,7 +10,10 @@ FrameDecoder::FrameDecoder(size_t max_eager, size_t staging_bytes)
       staging_(std::max(staging_bytes, kFrameHeaderBytes + std::max(max_eager, kMaxErrorText))) {}
 
 std::span<uint8_t> FrameDecoder::space() {
-  if (direct_remaining_ != 0) return {direct_, static_cast<size_t>(direct_remaining_)};
+  if (direct_remaining_ != 0) {
+    if (direct_ == nullptr) return {staging_.data(), static_cast<size_t>(std::min<uint64_t>(direct_remaining_, staging_.size()))};
+    return {direct_, static_cast<size_t>(direct_remaining_)};
+  }
   if (begin_ == end_) begin_ = end_ = 0;
   if (end_ == staging_.size()) make_room(end_ - begin_ + 1);
   return {staging_.data() + end_, staging_.size() - end_};
@@ -18,7 +21,7 @@ std::span<uint8_t> FrameDecoder::space() {
 
 void FrameDecoder::consume(size_t bytes, FrameHandler& handler) {
   if (direct_remaining_ != 0) {
-    direct_ += bytes;
+    if (direct_ != nullptr) direct_ += bytes;
     direct_remaining_ -= bytes;
     if (direct_remaining_ == 0) handler.on_read_data_done(direct_request_);
     return;
@@ -46,11 +49,11 @@ void FrameDecoder::parse(FrameHandler& handler) {
       case FrameKind::read_data: {
         uint8_t* destination = handler.read_data_destination(header.request, header.length);
         const size_t now = static_cast<size_t>(std::min<uint64_t>(available, header.length));
-        if (now != 0) std::memcpy(destination, payload, now);
+        if (now != 0 && destination != nullptr) std::memcpy(destination, payload, now);
         begin_ += kFrameHeaderBytes + now;
         if (now < header.length) {
           // The rest goes straight to its destination; staging is empty now.
-          direct_ = destination + now;
+          direct_ = destination != nullptr ? destination + now : nullptr;
           direct_remaining_ = header.length - now;
           direct_request_ = header.request;
           return;

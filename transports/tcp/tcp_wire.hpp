@@ -47,8 +47,9 @@ class FrameHandler {
   virtual ~FrameHandler() = default;
   virtual void on_eager(const uint8_t* data, size_t bytes) = 0;
   virtual void on_read_request(uint64_t request, const ReadRequest& read) = 0;
-  // Where the `bytes` of READ_DATA for `request` go. Throws WireError when
-  // the reply was not asked for or its size differs from the request.
+  // Where the `bytes` of READ_DATA for `request` go; nullptr drops them (the
+  // read was abandoned). Throws WireError when the reply was not asked for or
+  // its size differs from the request.
   virtual uint8_t* read_data_destination(uint64_t request, uint64_t bytes) = 0;
   virtual void on_read_data_done(uint64_t request) = 0;
   virtual void on_read_error(uint64_t request, const std::string& reason) = 0;
@@ -83,6 +84,12 @@ class FrameDecoder {
 
   // True between frames: no partial frame is held.
   bool idle() const { return direct_remaining_ == 0 && begin_ == end_; }
+  // The request whose READ_DATA is being received straight into its
+  // destination, or 0 (requests are never 0).
+  uint64_t direct_request() const { return direct_remaining_ != 0 ? direct_request_ : 0; }
+  // The rest of that payload is dropped instead (its read was abandoned and
+  // the destination may be freed); on_read_data_done still comes at its end.
+  void drop_rest_of_direct() { direct_ = nullptr; }
 
  private:
   void parse(FrameHandler& handler);
@@ -92,7 +99,8 @@ class FrameDecoder {
   std::vector<uint8_t> staging_;
   size_t begin_ = 0;  // first unparsed byte in staging_
   size_t end_ = 0;    // one past the last received byte
-  // READ_DATA being received into its destination.
+  // READ_DATA being received into its destination (nullptr: into staging_,
+  // which is empty meanwhile, and dropped).
   uint8_t* direct_ = nullptr;
   uint64_t direct_remaining_ = 0;
   uint64_t direct_request_ = 0;
