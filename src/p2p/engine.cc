@@ -162,7 +162,8 @@ void Engine::Impl::on_error(uint64_t context, int peer, const Error& error) {
   }
   if (peer >= 0 && peer < size_) {
     peer_failures_[static_cast<size_t>(peer)] = error;
-    for (Slot& slot : slots_) {
+    for (size_t index = 0; index < slots_.size(); ++index) {
+      Slot& slot = slots_[index];
       if (slot.peer == peer || (slot.kind == Slot::Kind::recv && slot.peer == kAnySource)) fail_slot(slot, error);
     }
     return;
@@ -172,7 +173,7 @@ void Engine::Impl::on_error(uint64_t context, int peer, const Error& error) {
 
 void Engine::Impl::abandon_all(const Error& cause) {
   transport_.note_abandoned(cause);
-  for (Slot& slot : slots_) fail_slot(slot, cause);
+  for (size_t index = 0; index < slots_.size(); ++index) fail_slot(slots_[index], cause);
 }
 
 void Engine::Impl::cancel(const Request& request, const Error& cause) {
@@ -200,7 +201,7 @@ void Engine::Impl::fail_slot(Slot& slot, const Error& error) {
   withdraw(slot);
   slot.state = Slot::State::failed;
   slot.error = error;
-  ++finished_requests_;
+  count_finished(slot);
 }
 
 // A failed operation's buffer is the application's again as soon as the
@@ -276,7 +277,7 @@ void Engine::Impl::deliver_eager(Slot& slot, int source, Tag tag, const uint8_t*
   if (length > slot.capacity) return fail_slot(slot, truncation_error(slot, source, length));
   if (length != 0) copy_bytes(slot.buffer, payload, length);
   slot.state = Slot::State::done;
-  ++finished_requests_;
+  count_finished(slot);
 }
 
 Error Engine::Impl::truncation_error(const Slot& slot, int source, size_t length) const {

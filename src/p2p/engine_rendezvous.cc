@@ -38,7 +38,7 @@ int Engine::Impl::flush_deferred() {
         deferred_fins_.push_back({slot->result.source, slot->remote_send_id});
         slot->registration.reset();
         slot->state = Slot::State::done;
-        ++finished_requests_;
+        count_finished(*slot);
       }
       ++actions;
     }
@@ -83,7 +83,7 @@ void Engine::Impl::finish_send(int peer, uint64_t send_id) {
   count_out(peer, slot->capacity);
   slot->registration.reset();
   slot->state = Slot::State::done;
-  ++finished_requests_;
+  count_finished(*slot);
 }
 
 }  // namespace chorus::p2p

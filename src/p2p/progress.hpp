@@ -158,6 +158,9 @@ struct Operation : std::enable_shared_from_this<Operation> {
 
   // Point-to-point: the engine request and, once done, what it moved.
   p2p::Request request;
+  size_t listed_at = kNotListed;  // its place in Progress' point-to-point list
+  static constexpr size_t kNotListed = static_cast<size_t>(-1);
+  uint64_t sequence = 0;  // the order operations were started in (finalize's report)
   p2p::Completion completion;
   Received received;  // in the communicator's ranks (set by on_complete)
 
@@ -289,18 +292,24 @@ class Progress {
   // Under the lock (finalize): fails every outstanding operation with the
   // error `why` gives it; they are complete on return.
   void cancel_all(const std::function<Error(const Operation&)>& why);
-  const std::vector<std::shared_ptr<Operation>>& outstanding_operations() const { return operations_; }
+  // Every outstanding operation, in the order they were started.
+  std::vector<std::shared_ptr<Operation>> outstanding_operations() const;
 
   // Under the lock: resumes what can move on.
   int advance();
   // Under the lock: for a transport that needs progress between calls (UD):
   // starts the progress thread now, not with the first non-blocking call.
   void serve_between_calls();
-  size_t outstanding() const { return operations_.size(); }
+  size_t outstanding() const { return operations_.size() + point_to_point_.size(); }
 
  private:
   enum class Step { waiting, advanced, completed };
   void add(const std::shared_ptr<Operation>& operation, bool large);
+  void add_point_to_point(const std::shared_ptr<Operation>& operation, bool large);
+  // Takes it out of point_to_point_ (the last one takes its place).
+  std::shared_ptr<Operation> unlist(Operation& operation);
+  // The point-to-point operations whose requests the engine says finished.
+  int complete_finished_point_to_point();
   Step step(Operation& operation);
   void remove(Operation& operation);
   void finish(Operation& operation) noexcept;
@@ -345,7 +354,15 @@ class Progress {
   std::chrono::microseconds thread_spin_{0};
   ProgressThreadPlace place_;
   bool between_calls_ = false;  // the transport needs progress between calls
+  // Collectives (fibers), in the order started: advance() walks them.
   std::vector<std::shared_ptr<Operation>> operations_;
+  // Point-to-point operations, in no order: each knows its place, and the
+  // engine names those whose requests finished, so completing one costs the
+  // same however many are outstanding (a window of 64 irecvs walked all 64
+  // at each completion, and erased each from the middle of the list).
+  std::vector<std::shared_ptr<Operation>> point_to_point_;
+  std::vector<void*> finished_batch_;  // the engine's finished_waiters() being completed
+  uint64_t next_sequence_ = 0;
   bool advancing_ = false;
   // advance() walks the operations only when an engine request has finished
   // since its last walk (an operation moves on only then) or `walk_again_`

@@ -35,6 +35,7 @@ void Progress::serve_between_calls() {
 }
 
 void Progress::add(const std::shared_ptr<Operation>& operation, bool large) {
+  operation->sequence = next_sequence_++;
   operations_.push_back(operation);
   walk_again_ = true;  // advance() steps a new operation even if no request finishes
   outstanding_.fetch_add(1);
@@ -42,7 +43,73 @@ void Progress::add(const std::shared_ptr<Operation>& operation, bool large) {
   wake_thread(large);
 }
 
+void Progress::add_point_to_point(const std::shared_ptr<Operation>& operation, bool large) {
+  operation->sequence = next_sequence_++;
+  operation->listed_at = point_to_point_.size();
+  point_to_point_.push_back(operation);
+  engine_.set_waiter(operation->request, operation.get());
+  outstanding_.fetch_add(1);
+  ensure_thread();
+  wake_thread(large);
+}
+
+std::shared_ptr<Operation> Progress::unlist(Operation& operation) {
+  const size_t at = operation.listed_at;
+  std::shared_ptr<Operation> keep = std::move(point_to_point_[at]);
+  if (at + 1 != point_to_point_.size()) {
+    point_to_point_[at] = std::move(point_to_point_.back());
+    point_to_point_[at]->listed_at = at;
+  }
+  point_to_point_.pop_back();
+  operation.listed_at = Operation::kNotListed;
+  outstanding_.fetch_sub(1);
+  return keep;
+}
+
+int Progress::complete_finished_point_to_point() {
+  int moved = 0;
+  advancing_ = true;
+  try {
+    // Completing one may finish others (an error abandons every request):
+    // they are named in the engine's list again, and taken in the next round.
+    while (!engine_.finished_waiters().empty()) {
+      finished_batch_.swap(engine_.finished_waiters());
+      for (size_t i = 0; i < finished_batch_.size(); ++i) {
+        auto* operation = static_cast<Operation*>(finished_batch_[i]);
+        if (operation == nullptr || operation->listed_at == Operation::kNotListed) continue;
+        if (step(*operation) != Step::completed) continue;  // cannot happen: its request finished
+        std::shared_ptr<Operation> keep = unlist(*operation);  // alive through finish()
+        finish(*keep);
+        ++moved;
+      }
+      finished_batch_.clear();
+    }
+  } catch (...) {
+    finished_batch_.clear();  // step() does not throw; should it, those left stay listed, and wait() drives them
+    advancing_ = false;
+    throw;
+  }
+  advancing_ = false;
+  return moved;
+}
+
+std::vector<std::shared_ptr<Operation>> Progress::outstanding_operations() const {
+  std::vector<std::shared_ptr<Operation>> all(operations_);
+  all.insert(all.end(), point_to_point_.begin(), point_to_point_.end());
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a->sequence < b->sequence; });
+  return all;
+}
+
 void Progress::remove(Operation& operation) {
+  if (operation.listed_at != Operation::kNotListed) {
+    // Failed before its request finished: the engine must not name it any more.
+    engine_.clear_waiter(operation.request, &operation);
+    std::replace(finished_batch_.begin(), finished_batch_.end(), static_cast<void*>(&operation),
+                 static_cast<void*>(nullptr));
+    std::shared_ptr<Operation> keep = unlist(operation);
+    finish(*keep);
+    return;
+  }
   auto it = std::find_if(operations_.begin(), operations_.end(),
                          [&](const std::shared_ptr<Operation>& candidate) { return candidate.get() == &operation; });
   if (it == operations_.end()) return;
@@ -65,7 +132,7 @@ void Progress::start_point_to_point(const std::shared_ptr<Operation>& operation,
   // One already complete (an eager send the transport copied, a receive
   // whose message had arrived) never joins the list, nor wakes the thread.
   if (step(*operation) == Step::completed) return finish(*operation);
-  add(operation, large);
+  add_point_to_point(operation, large);
 }
 
 Progress::Step Progress::step(Operation& operation) {
@@ -111,14 +178,16 @@ void Progress::finish(Operation& operation) noexcept {
 
 int Progress::advance() {
   // Not re-entered, and never from inside an operation's own fiber. Every
-  // poll of every wait comes here: the empty list is the first test.
-  if (operations_.empty() || advancing_ || Fiber::current() != nullptr) return 0;
+  // poll of every wait comes here: the cheap tests first.
+  const bool point_to_point_finished = !engine_.finished_waiters().empty();
+  if ((operations_.empty() && !point_to_point_finished) || advancing_ || Fiber::current() != nullptr) return 0;
+  int moved = point_to_point_finished ? complete_finished_point_to_point() : 0;
+  if (operations_.empty()) return moved;
   const uint64_t finished = engine_.finished_requests();
-  if (finished == finished_seen_ && !walk_again_) return 0;
+  if (finished == finished_seen_ && !walk_again_) return moved;
   finished_seen_ = finished;  // what finishes during the walk makes another
   walk_again_ = false;
   advancing_ = true;
-  int moved = 0;
   size_t i = 0;
   try {
     while (i < operations_.size()) {
@@ -167,7 +236,7 @@ void Progress::fail(Operation& operation, const Error& error) {
 
 void Progress::fail_all(const Error& error) {
   // A copy: failing an operation removes it from the list.
-  for (auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) fail(*operation, error);
+  for (auto& operation : outstanding_operations()) fail(*operation, error);
 }
 
 bool Progress::drive(Operation& operation) {
@@ -256,11 +325,14 @@ void Progress::complete_all(std::unique_lock<DriverMutex>& lock, const void* own
   (void)lock;  // held by the caller
   for (;;) {
     std::shared_ptr<Operation> next;
-    for (const auto& operation : operations_) {
-      if (owner == nullptr || operation->owner == owner) {
-        next = operation;
-        break;
+    for (const auto* list : {&operations_, &point_to_point_}) {
+      for (const auto& operation : *list) {
+        if (owner == nullptr || operation->owner == owner) {
+          next = operation;
+          break;
+        }
       }
+      if (next) break;
     }
     if (!next) return;
     while (!drive(*next)) {
@@ -270,7 +342,7 @@ void Progress::complete_all(std::unique_lock<DriverMutex>& lock, const void* own
 
 void Progress::settle(std::chrono::milliseconds quiet) {
   auto last_event = Clock::now();
-  while (!operations_.empty()) {
+  while (outstanding() > 0) {
     int events = 0;
     try {
       events = poll();
@@ -289,7 +361,7 @@ void Progress::settle(std::chrono::milliseconds quiet) {
 }
 
 void Progress::cancel_all(const std::function<Error(const Operation&)>& why) {
-  const std::vector<std::shared_ptr<Operation>> doomed(operations_);
+  const std::vector<std::shared_ptr<Operation>> doomed = outstanding_operations();
   // Every engine request and abort first, then one advance completes them
   // all, each with its own error (a completion may abandon the rest).
   for (const auto& operation : doomed) {
@@ -308,13 +380,13 @@ void Progress::cancel_all(const std::function<Error(const Operation&)>& why) {
   } catch (const std::exception& e) {
     fail_all(as_error(e));
   }
-  for (const auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) {
+  for (const auto& operation : outstanding_operations()) {
     fail(*operation, operation->abort ? *operation->abort : why(*operation));
   }
 }
 
 void Progress::check_stalled(Clock::time_point now) {
-  if (operations_.empty()) return;
+  if (outstanding() == 0) return;
   if (now >= next_probe_) {
     // Stalled: an operation has waited for one message for a probe
     // interval; the most recent such stall sets the pace.

@@ -1,0 +1,111 @@
+// Progress' point-to-point operations (docs/nonblocking.md, "Progress"):
+// the engine names the operation whose request finished, and Progress
+// completes exactly that one, however many are outstanding. A window of
+// receives, eager and rendezvous, completed in an order unlike the order
+// they were posted or their messages were sent: each completes once, with
+// its own message; what is never sent stays outstanding, is listed in the
+// order it started, and is cancelled. Over the in-process transport (the
+// engine's algorithm test); real transports: tests/nonblocking.
+#include "common/error.hpp"
+#include "p2p/progress.hpp"
+#include "tests/harness.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <mutex>
+#include <numeric>
+#include <random>
+
+using namespace chorus;
+using chorus::testing::run_ranks;
+using chorus::testing::test_settings;
+
+namespace {
+
+constexpr int kSent = 64;      // receives whose message comes
+constexpr int kNeverSent = 4;  // receives whose message never comes
+
+size_t bytes_of(int tag) { return tag % 3 == 0 ? 3000 : 8; }  // eager limit 1024: every third one is a rendezvous
+
+uint8_t byte_of(int tag, size_t i) { return static_cast<uint8_t>(tag * 31 + i); }
+
+struct Posted {
+  std::shared_ptr<p2p::Operation> operation;
+  std::vector<uint8_t> buffer;
+  int completions = 0;
+};
+
+}  // namespace
+
+TEST(ProgressPointToPoint, EachFinishedReceiveCompletesOnceWhateverTheOrder) {
+  config::Settings settings = test_settings();
+  settings.eager_limit = 1024;
+  run_ranks(
+      2,
+      [&](p2p::Engine& engine, int rank) {
+        std::vector<int> order(kSent);
+        std::iota(order.begin(), order.end(), 0);
+        if (rank == 0) {
+          std::shuffle(order.begin(), order.end(), std::mt19937(7));
+          std::vector<std::vector<uint8_t>> payloads;
+          std::vector<p2p::Request> sends;
+          for (int tag : order) {
+            auto& payload = payloads.emplace_back(bytes_of(tag));
+            for (size_t i = 0; i < payload.size(); ++i) payload[i] = byte_of(tag, i);
+            sends.push_back(engine.isend(1, static_cast<p2p::Tag>(tag), payload.data(), payload.size()));
+          }
+          for (auto& send : sends) engine.wait(send);
+          return;
+        }
+        p2p::DriverMutex mutex;
+        p2p::Progress& progress = engine.progress_engine();
+        std::vector<Posted> posted(kSent + kNeverSent);
+        {
+          std::lock_guard lock(mutex);
+          progress.enable_operations(mutex, /*thread=*/false);
+          for (int tag = 0; tag < kSent + kNeverSent; ++tag) {
+            Posted& p = posted[static_cast<size_t>(tag)];
+            p.buffer.assign(bytes_of(tag) + 8, 0xee);
+            p.operation = std::make_shared<p2p::Operation>("irecv");
+            p.operation->tag = tag;
+            p.operation->request = engine.irecv(0, static_cast<p2p::Tag>(tag), p.buffer.data(), p.buffer.size());
+            p.operation->on_complete = [&p](p2p::Operation&) { ++p.completions; };
+            progress.start_point_to_point(p.operation, false);
+          }
+        }
+        // Waited for in yet another order: the others complete meanwhile, as the engine names them.
+        std::shuffle(order.begin(), order.end(), std::mt19937(11));
+        for (int tag : order) {
+          Posted& p = posted[static_cast<size_t>(tag)];
+          progress.wait(*p.operation);
+          ASSERT_TRUE(p.operation->complete.load());
+          EXPECT_FALSE(p.operation->error) << "tag " << tag << ": " << p.operation->error->what();
+          EXPECT_EQ(p.operation->completion.bytes, bytes_of(tag)) << "tag " << tag;
+          EXPECT_EQ(p.operation->completion.tag, static_cast<p2p::Tag>(tag));
+          for (size_t i = 0; i < bytes_of(tag); ++i) {
+            ASSERT_EQ(p.buffer[i], byte_of(tag, i)) << "tag " << tag << " byte " << i;
+          }
+          EXPECT_EQ(p.buffer[bytes_of(tag)], 0xee) << "tag " << tag << ": written past the message";
+        }
+        std::lock_guard lock(mutex);
+        EXPECT_EQ(progress.outstanding(), static_cast<size_t>(kNeverSent));
+        const auto left = progress.outstanding_operations();
+        ASSERT_EQ(left.size(), static_cast<size_t>(kNeverSent));
+        for (int i = 0; i < kNeverSent; ++i) EXPECT_EQ(left[static_cast<size_t>(i)]->tag, kSent + i) << "in start order";
+        progress.cancel_all([](const p2p::Operation& operation) {
+          return Error(Status::invalid_argument, concat("cancelled tag ", operation.tag));
+        });
+        EXPECT_EQ(progress.outstanding(), 0u);
+        for (int tag = 0; tag < kSent + kNeverSent; ++tag) {
+          const Posted& p = posted[static_cast<size_t>(tag)];
+          EXPECT_EQ(p.completions, 1) << "tag " << tag << " completed " << p.completions << " times";
+          if (tag >= kSent) {
+            ASSERT_TRUE(p.operation->error) << "tag " << tag;
+            EXPECT_NE(std::string(p.operation->error->what()).find(concat("cancelled tag ", tag)), std::string::npos)
+                << p.operation->error->what();
+          }
+        }
+      },
+      settings);
+}
