@@ -11,6 +11,7 @@
 #include "bootstrap/pmix_client.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/store.hpp"
+#include "common/cpu_time.hpp"
 #include "common/log.hpp"
 
 #include <ifaddrs.h>
@@ -233,15 +234,18 @@ std::vector<Bytes> Bootstrap::pmix_exchange(const std::string& name, const Bytes
   const std::string key = round == 0 ? concat("chorus.", name) : concat("chorus.", name, "#", round);
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
+  const double cpu_start = process_cpu_ms();
   pmix_->put(key, blob);
   pmix_->commit();
   wait_fence(pmix_->start_fence(true), what, progress);
   const auto fenced = Clock::now();
+  const double cpu_fenced = process_cpu_ms();
   std::vector<Bytes> blobs = pmix_->get_all(key, timeout_);
   blobs[static_cast<size_t>(job_.rank)] = blob;
   auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  log::debug("rank ", job_.rank, ": ", what, " through PMIx: put and fence ", ms(fenced - start), " ms, ",
-             job_.size - 1, " gets ", ms(Clock::now() - fenced), " ms");
+  log::debug("rank ", job_.rank, ": ", what, " through PMIx: put and fence ", ms(fenced - start), " ms (CPU ",
+             cpu_fenced - cpu_start, " ms), ", job_.size - 1, " gets ", ms(Clock::now() - fenced), " ms (CPU ",
+             process_cpu_ms() - cpu_fenced, " ms)");
   return blobs;
 }
 

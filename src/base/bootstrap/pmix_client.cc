@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/config.hpp"
+#include "common/cpu_time.hpp"
 #include "common/log.hpp"
 
 #ifdef CHORUS_HAVE_PMIX
@@ -212,9 +213,11 @@ std::shared_ptr<PmixClient> PmixClient::connect() {
   std::shared_ptr<PmixClient> client(new PmixClient());
   pmix_proc_t& me = client->impl_->me;
   const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = process_cpu_ms();
   check(PMIx_Init(&me, nullptr, 0), "PMIx_Init");
   log::debug("PMIx_Init took ",
-             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(), " ms");
+             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(), " ms (CPU ",
+             process_cpu_ms() - cpu_start, " ms)");
   client->nspace_ = me.nspace;
   client->rank_ = static_cast<int>(me.rank);
   pmix_proc_t job;
