@@ -58,6 +58,12 @@ void connect_job(std::vector<std::unique_ptr<Transport>>& job) {
   for (auto& thread : threads) thread.join();
 }
 
+void expect_no_errors(const std::vector<Collector>& sinks) {
+  for (size_t rank = 0; rank < sinks.size(); ++rank) {
+    EXPECT_TRUE(sinks[rank].errors.empty()) << "rank " << rank << ": " << sinks[rank].errors.front().second;
+  }
+}
+
 // Polls every transport until `done` or 10 s pass.
 template <class Done>
 void poll_until(std::vector<std::unique_ptr<Transport>>& job, std::vector<Collector>& sinks, Done done) {
@@ -161,8 +167,7 @@ TEST(TcpTransport, ReadsSplitAcrossStreamsLandWhole) {
     EXPECT_EQ(target[7], 0xee);
     EXPECT_EQ(target[8 + bytes], 0xee);
   }
-  EXPECT_TRUE(sinks[0].errors.empty());
-  EXPECT_TRUE(sinks[1].errors.empty());
+  expect_no_errors(sinks);
 }
 
 TEST(TcpTransport, ReadOutsideTheOwnersRegistrationsFailsWithTheReason) {
@@ -213,8 +218,7 @@ TEST(TcpTransport, ReadCancelledWhileItsPayloadStreamsInLandsNowhere) {
   EXPECT_TRUE(after == source);
   const size_t landed = static_cast<size_t>(std::count_if(target.begin(), target.end(), [](uint8_t b) { return b != 0xee; }));
   EXPECT_EQ(landed, 0u) << "bytes of the cancelled read landed after cancel_reads";
-  EXPECT_TRUE(sinks[0].errors.empty());
-  EXPECT_TRUE(sinks[1].errors.empty());
+  expect_no_errors(sinks);
 }
 
 TEST(TcpTransport, ReplyQueuedFromARegionThatClosesSendsTheBytesItHadThen) {
