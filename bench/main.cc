@@ -3,6 +3,7 @@
 // untimed calls, and prints an nccl-tests style table (rank 0 only).
 #include "bench.hpp"
 #include "options.hpp"
+#include "roofline.hpp"
 #include "verify.hpp"
 
 #include <algorithm>
@@ -11,7 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
+#include <vector>
 
 namespace bench {
 namespace {
@@ -50,8 +53,9 @@ class Runner {
   void print_header(const CollectiveBench& spec, const std::string& algorithm) {
     if (comm_.rank() != 0) return;
     if (options_.csv) {
-      std::printf("op,algorithm,bytes,count,dtype,redop,root,time_us,algbw_GBs,busbw_GBs,wrong%s\n",
-                  options_.stats ? ",net_out_per_host,net_in_per_host" : "");
+      std::printf("op,algorithm,bytes,count,dtype,redop,root,time_us,algbw_GBs,busbw_GBs,wrong%s%s\n",
+                  options_.stats ? ",net_out_per_host,net_in_per_host" : "",
+                  roofline_ ? ",limit_us,op_limit_us,percent_of_limit" : "");
       return;
     }
     std::printf("#\n# %s  ranks %d  transport %s  dtype %s  redop %s  root %d  %s  algorithm %s\n",
@@ -59,15 +63,17 @@ class Runner {
                 std::string(chorus::to_string(options_.dtype)).c_str(),
                 spec.reduces ? std::string(chorus::to_string(options_.redop)).c_str() : "-", options_.root,
                 options_.in_place ? "in-place" : "out-of-place", algorithm.c_str());
-    std::printf("# iters %d  warmup %d  check %d  sync %s  (time: %s, the slowest rank's mean)\n", options_.iters,
-                options_.warmup, options_.check_iters, options_.sync ? "on" : "off",
-                options_.sync ? "each call alone after a barrier" : "the timed calls back to back as one batch");
+    std::printf("# iters %d  warmup %d  check %d  sync %s  (time: %s)\n", options_.iters, options_.warmup,
+                options_.check_iters, options_.sync ? "on" : "off",
+                options_.sync ? "each call alone after a barrier, the median over the calls of the slowest rank's time"
+                              : "the timed calls back to back as one batch, the slowest rank's mean");
     if (options_.stats) {
       std::printf("# net out/in: payload bytes one call sent to / received from other hosts' ranks, summed over\n"
                   "# a host's ranks, the busiest host's\n");
     }
-    std::printf("# %12s %12s %-20s %10s %9s %9s %8s%s\n", "size(B)", "count", "algorithm", "time(us)", "algbw",
-                "busbw", "#wrong", options_.stats ? "      net out       net in" : "");
+    std::printf("# %12s %12s %-20s %10s %9s %9s %8s%s%s\n", "size(B)", "count", "algorithm", "time(us)", "algbw",
+                "busbw", "#wrong", options_.stats ? "      net out       net in" : "",
+                roofline_ ? "  limit(us)   %limit" : "");
     std::printf("# %12s %12s %-20s %10s %9s %9s %8s%s\n", "", "(elements)", "", "", "(GB/s)", "(GB/s)", "",
                 options_.stats ? "    (B/call)     (B/call)" : "");
     std::fflush(stdout);
@@ -80,14 +86,25 @@ class Runner {
     Setup setup{options_.dtype, options_.redop, options_.root, options_.in_place};
     Buffers buffers(spec, shape, setup, comm_.rank(), comm_.size());
     const Call call = buffers.call();
+    // --roofline: the copy rate at this row's size, measured before the
+    // call's buffers are warm (a size that fits in a cache copies faster).
+    std::optional<CopyRate> row_rate;
+    if (roofline_ && moved_bytes(spec, shape) > 0) row_rate = measure_copy_rate(comm_, moved_bytes(spec, shape));
     buffers.fill();  // in-place results then drift, which timing does not mind
     for (int iteration = 0; iteration < options_.warmup; ++iteration) spec.run(comm_, call);
     double busy_seconds = 0;
+    std::vector<double> call_seconds;  // --sync: each call's own time
     const chorus::Traffic before = comm_.traffic();
     if (options_.sync) {
+      call_seconds.reserve(static_cast<size_t>(options_.iters));
       for (int iteration = 0; iteration < options_.iters; ++iteration) {
         comm_.barrier();
-        busy_seconds += timed([&] { spec.run(comm_, call); });
+        call_seconds.push_back(timed([&] {
+          if (iteration == 0 && comm_.rank() == comm_.size() - 1 && options_.delay_one_call_ms_for_test > 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(options_.delay_one_call_ms_for_test));
+          }
+          spec.run(comm_, call);
+        }));
       }
     } else {
       comm_.barrier();
@@ -106,14 +123,22 @@ class Runner {
       }
       wrong += buffers.count_wrong(stderr, wrong < 3 ? 3 : 0);
     }
-    // Slowest rank's mean time, and everyone's wrong elements.
-    double mean = busy_seconds / options_.iters;
+    // The time: back to back, the slowest rank's mean; --sync, every call's
+    // slowest rank, and the median of those (a call a late rank delayed
+    // once moves a mean, not the median). Then everyone's wrong elements.
     double slowest = 0;
+    if (options_.sync) {
+      std::vector<double> slowest_per_call(call_seconds.size());
+      comm_.allreduce(call_seconds.data(), slowest_per_call.data(), call_seconds.size(), chorus::ReduceOp::max);
+      slowest = median(slowest_per_call);
+    } else {
+      double mean = busy_seconds / options_.iters;
+      comm_.allreduce(&mean, &slowest, 1, chorus::ReduceOp::max);
+    }
     uint64_t wrong_all = 0;
-    comm_.allreduce(&mean, &slowest, 1, chorus::ReduceOp::max);
     comm_.allreduce(&wrong, &wrong_all, 1, chorus::ReduceOp::sum);
     const NetworkBytes network = options_.stats ? busiest_host(before, after) : NetworkBytes{};
-    if (comm_.rank() == 0) print_row(spec, shape, slowest, wrong_all, network);
+    if (comm_.rank() == 0) print_row(spec, shape, slowest, wrong_all, network, row_rate);
     return wrong_all;
   }
 
@@ -144,6 +169,13 @@ class Runner {
     return busiest;
   }
 
+  static double median(std::vector<double> values) {
+    if (values.empty()) return 0;
+    std::sort(values.begin(), values.end());
+    const size_t middle = values.size() / 2;
+    return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+  }
+
   template <class Body>
   static double timed(Body&& body) {
     const auto start = Clock::now();
@@ -159,7 +191,7 @@ class Runner {
   }
 
   void print_row(const CollectiveBench& spec, const CallShape& shape, double seconds, uint64_t wrong,
-                 const NetworkBytes& network) {
+                 const NetworkBytes& network, const std::optional<CopyRate>& rate) {
     const size_t shown_bytes = moved_bytes(spec, shape);
     double algbw = seconds > 0 ? static_cast<double>(shown_bytes) / seconds / 1e9 : 0;
     double busbw = algbw * spec.bus_factor(comm_.size());
@@ -170,20 +202,42 @@ class Runner {
       std::snprintf(stats, sizeof stats, options_.csv ? ",%llu,%llu" : " %12llu %12llu",
                     static_cast<unsigned long long>(network.out), static_cast<unsigned long long>(network.in));
     }
+    char limit[96] = "";
+    if (roofline_) roofline_columns(spec, algorithm, shown_bytes, seconds, rate, limit, sizeof limit);
     if (options_.csv) {
-      std::printf("%s,%s,%zu,%zu,%s,%s,%d,%.2f,%.4f,%.4f,%s%s\n", std::string(chorus::to_string(spec.op)).c_str(),
+      std::printf("%s,%s,%zu,%zu,%s,%s,%d,%.2f,%.4f,%.4f,%s%s%s\n", std::string(chorus::to_string(spec.op)).c_str(),
                   algorithm.c_str(), shown_bytes, shape.count, std::string(chorus::to_string(options_.dtype)).c_str(),
                   spec.reduces ? std::string(chorus::to_string(options_.redop)).c_str() : "-", options_.root,
-                  seconds * 1e6, algbw, busbw, wrong_text.c_str(), stats);
+                  seconds * 1e6, algbw, busbw, wrong_text.c_str(), stats, limit);
     } else {
-      std::printf("  %12zu %12zu %-20s %10.2f %9.3f %9.3f %8s%s\n", shown_bytes, shape.count, algorithm.c_str(),
-                  seconds * 1e6, algbw, busbw, wrong_text.c_str(), stats);
+      std::printf("  %12zu %12zu %-20s %10.2f %9.3f %9.3f %8s%s%s\n", shown_bytes, shape.count, algorithm.c_str(),
+                  seconds * 1e6, algbw, busbw, wrong_text.c_str(), stats, limit);
     }
     std::fflush(stdout);
   }
 
+  // --roofline: the row's limit for the algorithm that ran, the least any
+  // modelled algorithm of the op needs, and how much of the limit the row
+  // reached (limit / time; "-" where the model has no figure).
+  void roofline_columns(const CollectiveBench& spec, const std::string& algorithm, size_t bytes, double seconds,
+                        const std::optional<CopyRate>& rate, char* text, size_t size) const {
+    const auto work = rate ? memory_work(spec.op, algorithm, bytes, comm_.size()) : std::nullopt;
+    const auto least = rate ? op_limit_seconds(spec.op, bytes, comm_.size(), *rate) : std::nullopt;
+    const double limit = work ? limit_seconds(*work, *rate) : 0;
+    char own[24] = "-", any[24] = "-", percent[24] = "-";
+    if (work) std::snprintf(own, sizeof own, "%.2f", limit * 1e6);
+    if (least) std::snprintf(any, sizeof any, "%.2f", *least * 1e6);
+    if (work && seconds > 0) std::snprintf(percent, sizeof percent, "%.1f", 100 * limit / seconds);
+    if (options_.csv) {
+      std::snprintf(text, size, ",%s,%s,%s", own, any, percent);
+    } else {
+      std::snprintf(text, size, " %10s %8s", own, percent);
+    }
+  }
+
   chorus::Communicator& comm_;
   const Options& options_;
+  const bool roofline_ = options_.roofline;
 };
 
 }  // namespace
@@ -208,6 +262,18 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "chorus-bench: --root %d is not a rank of this %d-rank job\n", options.root, comm.size());
       }
       return 2;
+    }
+    if (options.roofline) {
+      // The machine's memory rate, for the header; each row measures again at its own size.
+      const bench::CopyRate rate = bench::measure_copy_rate(comm);
+      if (comm.rank() == 0) {
+        std::printf("# roofline: memcpy of %zu MiB: %.2f GB/s per rank with all %d ranks copying at once (%.2f GB/s "
+                    "together), %.2f GB/s one rank alone\n",
+                    rate.buffer_bytes >> 20, rate.all_ranks / 1e9, comm.size(), rate.all_ranks * comm.size() / 1e9,
+                    rate.one_rank / 1e9);
+        std::printf("# limit: the copies the algorithm must make, at the copy rates measured at the row's size "
+                    "(docs/benchmarking.md, \"Roofline\"); %%limit = limit / time\n");
+      }
     }
     bench::Runner runner(comm, options);
     uint64_t wrong = 0;

@@ -122,8 +122,17 @@ Options (nccl-tests' short and long spellings are accepted too):
   --in-place            run in place (send and receive in one buffer)
   -r, --root R          root of broadcast and reduce (default 0)
   --sync                an untimed barrier before every timed call, each call
-                        timed alone and the times summed (OSU's method, what
+                        timed alone; the time is the median over the calls
+                        of the slowest rank's time (OSU's method, what
                         bench/compare-openmpi uses); default: one batch
+  --roofline            time memcpy on every rank at once and on one rank
+                        alone (64 MiB for the header, then each row's size)
+                        and give every row two more columns: limit(us), the
+                        time the copies the algorithm must make take at the
+                        row's rates, and %limit = limit / time (100: at the
+                        machine's memory limit; "-" where the model lacks
+                        the algorithm). CSV: also op_limit_us, the least
+                        over the op's modelled algorithms
   --stats               two more columns: the payload bytes one timed call
                         sent to other hosts' ranks (the network, with the
                         hybrid transport), and received from them, summed
@@ -229,10 +238,14 @@ Options parse_options(int argc, char** argv) {
       options.csv = true;
     } else if (arg == "--sync") {
       options.sync = true;
+    } else if (arg == "--roofline") {
+      options.roofline = true;
     } else if (arg == "--inject-error-for-test") {
       options.inject_error_for_test = true;
     } else if (arg == "--check-delay-for-test") {
       options.check_delay_ms_for_test = parse_int(spelled, value(), 0, 60000);
+    } else if (arg == "--delay-one-call-for-test") {
+      options.delay_one_call_ms_for_test = parse_int(spelled, value(), 0, 60000);
     } else if (arg == "-h" || arg == "--help") {
       options.help = true;
       return options;

@@ -29,9 +29,11 @@ struct Options {
   bool csv = false;
   bool stats = false;  // network bytes per call per host (--stats)
   bool sync = false;  // untimed barrier before every timed call, each call timed alone
+  bool roofline = false;  // measure the copy rate and give every row its memory limit (--roofline)
   bool help = false;
   bool inject_error_for_test = false;  // hidden: corrupts one element to test --check
   int check_delay_ms_for_test = 0;     // hidden: the last rank's check takes this long (a slow verification)
+  int delay_one_call_ms_for_test = 0;  // hidden: --sync, the last rank's first timed call takes this much longer
   bool check() const { return check_iters > 0; }
 };
 

@@ -13,8 +13,9 @@
  *    (with --check; otherwise only before the first), with --sync an untimed
  *    barrier, time the one call with MPI_Wtime, then (with --check) compare
  *    every element with its expected value outside the timed region;
- *  - time = the slowest rank's mean over the timed iterations; algbw = size /
- *    time; busbw = algbw x nccl-tests' factor (allreduce 2(n-1)/n; allgather,
+ *  - time = the slowest rank's mean over the timed iterations; with --sync
+ *    the median over the timed calls of each call's slowest rank (as
+ *    chorus-bench --sync); algbw = size / time; busbw = algbw x nccl-tests' factor (allreduce 2(n-1)/n; allgather,
  *    reduce_scatter, alltoall (n-1)/n; broadcast, reduce 1);
  *  - inputs: element j of rank r is ((r + j) mod 8) + 1, for prod 2 when
  *    (r + j) mod 5 == 0 else 1: exact in any order of reduction.
@@ -80,7 +81,8 @@ static void usage(FILE* out) {
       "  --in-place       MPI_IN_PLACE (broadcast is always in place)\n"
       "  --root R         root of broadcast and reduce (default 0)\n"
       "  --sync           an untimed MPI_Barrier before every call (as chorus-bench\n"
-      "                   --sync): the time is the call's alone\n"
+      "                   --sync): the time is the median over the calls of each\n"
+      "                   call's slowest rank\n"
       "  --csv            comma-separated output, the columns of chorus-bench --csv\n"
       "  -h, --help       this text\n",
       out);
@@ -380,6 +382,18 @@ static int run(int c, const struct shape* s, struct buffers* b, int rank, const 
   }
 }
 
+static int compare_doubles(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+/* The median of values[0..count) (sorts them). */
+static double median(double* values, int count) {
+  if (count <= 0) return 0;
+  qsort(values, (size_t)count, sizeof(double), compare_doubles);
+  return count % 2 == 1 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
+}
+
 static void print_header(int c, int n, const struct options* o) {
   if (o->csv) {
     printf("op,algorithm,bytes,count,dtype,redop,root,time_us,algbw_GBs,busbw_GBs,wrong\n");
@@ -408,6 +422,12 @@ static uint64_t row(int c, size_t bytes, const struct shape* s, int rank, int n,
   }
   uint64_t wrong = 0;
   double busy = 0;
+  double* call_seconds = (double*)calloc((size_t)o->iters, sizeof(double)); /* --sync: each timed call's */
+  double* slowest_calls = (double*)calloc((size_t)o->iters, sizeof(double));
+  if (call_seconds == NULL || slowest_calls == NULL) {
+    fprintf(stderr, "osu_style_bench: rank %d: out of memory for %d call times\n", rank, o->iters);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   for (int it = 0; it < o->warmup + o->iters; ++it) {
     if (o->check || it == 0) fill(c, s, &b, rank, o);
     if (o->sync) MPI_Barrier(MPI_COMM_WORLD);
@@ -421,7 +441,10 @@ static uint64_t row(int c, size_t bytes, const struct shape* s, int rank, int n,
       fprintf(stderr, "osu_style_bench: rank %d: %s of %zu bytes failed: %s\n", rank, coll_names[c], bytes, text);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    if (it >= o->warmup) busy += seconds;
+    if (it >= o->warmup) {
+      busy += seconds;
+      call_seconds[it - o->warmup] = seconds;
+    }
     if (o->inject_error_for_test && rank == n - 1 && s->recv_elems > 0) store(b.recv, 0, o->dtype, kSentinel);
     if (o->check) wrong += count_wrong(c, s, &b, rank, n, o, wrong < 3 ? 3 : 0);
   }
@@ -429,7 +452,14 @@ static uint64_t row(int c, size_t bytes, const struct shape* s, int rank, int n,
   free(b.recv);
   double mean = busy / o->iters, slowest = 0;
   uint64_t wrong_all = 0;
-  MPI_Allreduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (o->sync) {
+    MPI_Allreduce(call_seconds, slowest_calls, o->iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    slowest = median(slowest_calls, o->iters);
+  } else {
+    MPI_Allreduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  }
+  free(call_seconds);
+  free(slowest_calls);
   MPI_Allreduce(&wrong, &wrong_all, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0) {
     /* The bytes one call moves, as chorus-bench shows them (3 ranks: a 16 B allgather moves 12 B). */
