@@ -8,9 +8,11 @@ namespace chorus::coll {
 void allreduce_ring(Context& ctx, const Args& args);
 void allreduce_tree(Context& ctx, const Args& args);
 void allreduce_recursive_doubling(Context& ctx, const Args& args);
+void allreduce_rabenseifner(Context& ctx, const Args& args);
 void broadcast_binomial(Context& ctx, const Args& args);
 void broadcast_pipelined(Context& ctx, const Args& args);
 void broadcast_linear(Context& ctx, const Args& args);
+void broadcast_scatter_allgather(Context& ctx, const Args& args);
 void barrier_dissemination(Context& ctx, const Args& args);
 void reduce_binomial(Context& ctx, const Args& args);
 void allgather_ring(Context& ctx, const Args& args);

@@ -10,16 +10,18 @@ namespace chorus::coll {
 
 namespace {
 
-const std::array<Algorithm, 35> kAlgorithms = {{
+const std::array<Algorithm, 37> kAlgorithms = {{
     {"ring", Collective::allreduce, allreduce_ring},
     {"tree", Collective::allreduce, allreduce_tree},
     {"recursive_doubling", Collective::allreduce, allreduce_recursive_doubling},
+    {"rabenseifner", Collective::allreduce, allreduce_rabenseifner},
     {"board", Collective::allreduce, allreduce_board},
     {"hierarchical", Collective::allreduce, allreduce_hierarchical},
     {"multi_leader", Collective::allreduce, allreduce_multi_leader},
     {"binomial", Collective::broadcast, broadcast_binomial},
     {"pipelined", Collective::broadcast, broadcast_pipelined},
     {"linear", Collective::broadcast, broadcast_linear},
+    {"scatter_allgather", Collective::broadcast, broadcast_scatter_allgather},
     {"board", Collective::broadcast, broadcast_board},
     {"hierarchical", Collective::broadcast, broadcast_hierarchical},
     {"dissemination", Collective::barrier, barrier_dissemination},

@@ -112,7 +112,17 @@ struct Counts {
   uint64_t failed = 0;
 };
 
-void run_matrix(chorus::Communicator& comm, Depth depth, bool count_only, Counts& counts) {
+// --algo: only the algorithms of these names (empty: every one).
+bool wanted(const std::vector<std::string>& only, const std::string& algorithm) {
+  if (only.empty()) return true;
+  for (const std::string& name : only) {
+    if (name == algorithm) return true;
+  }
+  return false;
+}
+
+void run_matrix(chorus::Communicator& comm, Depth depth, bool count_only, const std::vector<std::string>& only,
+                Counts& counts) {
   if (!bench::ranks_split_by_host(comm) && comm.rank() == 0 && !count_only) {
     std::printf("chorus-matrix: the ranks are on one host, or one on each: the hierarchical algorithms are left "
                 "out (they would run only their flat parts)\n");
@@ -120,6 +130,7 @@ void run_matrix(chorus::Communicator& comm, Depth depth, bool count_only, Counts
   for (int o = 0; o < chorus::kNumCollectives; ++o) {
     const CollectiveBench& spec = bench_for(static_cast<Collective>(o));
     for (const std::string& algorithm : bench::algorithms_that_apply(comm, spec.op)) {
+      if (!wanted(only, algorithm)) continue;
       if (!count_only) comm.set_algorithm(spec.op, algorithm);
       for (const Sweep& sweep : sweeps(depth, spec, comm.size())) {
         for (DataType dtype : sweep.dtypes) {
@@ -162,6 +173,7 @@ void run_matrix(chorus::Communicator& comm, Depth depth, bool count_only, Counts
 int main(int argc, char** argv) {
   Depth depth = Depth::full;
   bool count_only = false;
+  std::vector<std::string> only;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       depth = Depth::quick;
@@ -169,14 +181,26 @@ int main(int argc, char** argv) {
       depth = Depth::every_size;
     } else if (std::strcmp(argv[i], "--list-count") == 0) {
       count_only = true;
+    } else if (std::strcmp(argv[i], "--algo") == 0 && i + 1 < argc) {
+      // Names, comma-separated, of any collective (a name two collectives
+      // share runs in both).
+      std::string list = argv[++i];
+      for (size_t start = 0; start <= list.size();) {
+        size_t comma = list.find(',', start);
+        if (comma == std::string::npos) comma = list.size();
+        if (comma > start) only.push_back(list.substr(start, comma - start));
+        start = comma + 1;
+      }
     } else if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
-      std::printf("Usage: chorusrun -n N chorus-matrix [--quick | --every-size] [--list-count]\n\n"
+      std::printf("Usage: chorusrun -n N chorus-matrix [--quick | --every-size] [--algo NAMES] [--list-count]\n\n"
                   "Runs every collective x algorithm x dtype x op x size x in-place/out-of-place x root\n"
                   "and checks every element.\n"
                   "  --quick       two dtypes, two ops, small sizes only\n"
                   "  --every-size  every size (MiB ones too: multi-chunk rendezvous), but the dtype and op\n"
                   "                product only at small sizes (two each) and float32 sum at MiB sizes:\n"
                   "                what a transport sees, in a quarter to a third of the full matrix's time\n"
+                  "  --algo NAMES  only the algorithms of these names (comma-separated; a name two\n"
+                  "                collectives share runs in both), e.g. --algo rabenseifner,scatter_allgather\n"
                   "  --list-count  print how many cases a run holds and exit\n");
       return 0;
     } else {
@@ -187,7 +211,7 @@ int main(int argc, char** argv) {
   try {
     auto comm = chorus::Communicator::init();
     Counts counts;
-    run_matrix(comm, depth, count_only, counts);
+    run_matrix(comm, depth, count_only, only, counts);
     uint64_t failed_anywhere = 0;
     comm.allreduce(&counts.failed, &failed_anywhere, 1, ReduceOp::sum);
     if (comm.rank() == 0) {
