@@ -122,8 +122,10 @@ std::optional<MemoryWork> memory_work(chorus::Collective op, const std::string& 
       if (algorithm == "linear") return MemoryWork{s, s};
       if (algorithm == "pipelined") return MemoryWork{s, s};  // the chain's fill (n - 2 chunks) not counted
       if (algorithm == "scatter_allgather") {
+        // A rank is sent only the blocks it lacks: S in all. Along the
+        // chain, the deepest scatter path, then the ring's (n-1) blocks.
         const TreeShape tree = binomial_shape(n);
-        return MemoryWork{tree.largest_subtree * per_rank + others, tree.longest_path_blocks * per_rank + others};
+        return MemoryWork{s, tree.longest_path_blocks * per_rank + others};
       }
       break;
     case Collective::allreduce:

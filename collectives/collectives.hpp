@@ -192,8 +192,27 @@ const Algorithm& select(Collective op, size_t bytes, int ranks);
 // local rank carries a slice across the network), smaller ones the leader
 // form; the same crossover as the flat table's tree to ring.
 constexpr size_t kMultiLeaderAllreduceFrom = 256 * 1024;
-// Human-readable table for chorus_info.
+// Human-readable table for chorus_info (CHORUS_SELECT_RULES' rules first).
 std::string describe_selection_table();
+
+// A rule the user puts before the built-in table (CHORUS_SELECT_RULES,
+// docs/algorithms.md "Selection table"): payload bytes [min_bytes,
+// max_bytes), ranks [min_ranks, max_ranks].
+struct SelectionRule {
+  Collective op;
+  size_t min_bytes = 0;
+  size_t max_bytes = SIZE_MAX;
+  int min_ranks = 1;
+  int max_ranks = 1 << 30;
+  const Algorithm* algorithm = nullptr;
+};
+// Parses "OP:BYTES:RANKS=ALGORITHM[,...]" (BYTES "MIN-MAX" with K/M/G,
+// either end open, or "*"; RANKS "N", "N-M", "N-" or "*"). A malformed rule
+// fails with Status::config naming it and what was expected.
+std::vector<SelectionRule> parse_selection_rules(std::string_view text);
+// CHORUS_SELECT_RULES, parsed once per process (select() consults them
+// first). Communicator::init calls it so that a bad value fails there.
+const std::vector<SelectionRule>& selection_rules();
 
 // One rank alone: what gather..exscan leave in the receive buffer (local
 // copies only; the communicator calls this instead of an algorithm).

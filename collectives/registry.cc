@@ -1,6 +1,7 @@
 // The algorithm table and the selection rules (docs/architecture.md §7).
 #include "collectives/algorithms.hpp"
 
+#include "common/config.hpp"
 #include "common/error.hpp"
 
 #include <array>
@@ -150,7 +151,119 @@ const Algorithm* find(Collective op, std::string_view name) {
   return nullptr;
 }
 
+namespace {
+
+// "64K" -> 65536; "" -> `open` (an open end).
+size_t rule_bytes(std::string_view text, size_t open, std::string_view rule) {
+  if (text.empty()) return open;
+  const std::optional<uint64_t> bytes = config::parse_bytes(text);
+  if (!bytes) fail(Status::config, "rule \"", rule, "\": \"", text, "\" is not a size like 64K or 1M");
+  return static_cast<size_t>(*bytes);
+}
+
+int rule_ranks(std::string_view text, int open, std::string_view rule) {
+  if (text.empty()) return open;
+  const std::optional<int64_t> ranks = config::parse_int(text, 1, kAnyRanks);
+  if (!ranks) fail(Status::config, "rule \"", rule, "\": \"", text, "\" is not a rank count");
+  return static_cast<int>(*ranks);
+}
+
+// "a-b" -> {"a", "b"}; "a" -> {"a", "a"} when `single` (ranks), else an error.
+std::pair<std::string_view, std::string_view> rule_range(std::string_view text, bool single, std::string_view rule) {
+  if (text == "*" || text.empty()) return {"", ""};
+  const size_t dash = text.find('-');
+  if (dash == std::string_view::npos) {
+    if (single) return {text, text};
+    fail(Status::config, "rule \"", rule, "\": bytes \"", text,
+         "\": expected MIN-MAX (either may be left out, e.g. 1M- or -64K) or *");
+  }
+  return {text.substr(0, dash), text.substr(dash + 1)};
+}
+
+}  // namespace
+
+std::vector<SelectionRule> parse_selection_rules(std::string_view text) {
+  std::vector<SelectionRule> rules;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view rule = text.substr(start, end - start);
+    start = end + 1;
+    if (rule.empty()) {
+      if (end == text.size()) break;
+      continue;
+    }
+    const size_t equals = rule.find('=');
+    const size_t first = rule.find(':');
+    const size_t second = first == std::string_view::npos ? first : rule.find(':', first + 1);
+    if (equals == std::string_view::npos || first == std::string_view::npos || second == std::string_view::npos ||
+        second > equals) {
+      fail(Status::config, "rule \"", rule,
+           "\": expected OP:BYTES:RANKS=ALGORITHM, e.g. broadcast:1M-:9-=scatter_allgather");
+    }
+    const std::string_view op_name = rule.substr(0, first);
+    std::optional<Collective> op;
+    for (int i = 0; i < kNumCollectives; ++i) {
+      if (to_string(static_cast<Collective>(i)) == op_name) op = static_cast<Collective>(i);
+    }
+    if (!op) fail(Status::config, "rule \"", rule, "\": \"", op_name, "\" is not a collective");
+    SelectionRule parsed{*op};
+    const auto [low, high] = rule_range(rule.substr(first + 1, second - first - 1), false, rule);
+    parsed.min_bytes = rule_bytes(low, 0, rule);
+    parsed.max_bytes = rule_bytes(high, SIZE_MAX, rule);
+    const auto [fewest, most] = rule_range(rule.substr(second + 1, equals - second - 1), true, rule);
+    parsed.min_ranks = rule_ranks(fewest, 1, rule);
+    parsed.max_ranks = rule_ranks(most, kAnyRanks, rule);
+    if (parsed.min_bytes >= parsed.max_bytes || parsed.min_ranks > parsed.max_ranks) {
+      fail(Status::config, "rule \"", rule, "\": an empty range");
+    }
+    const std::string_view name = rule.substr(equals + 1);
+    // The board and the node-aware forms are chosen before the table, by
+    // the transport and the host layout; a table row cannot make them apply.
+    if (name == "board" || name == "hierarchical" || name == "multi_leader") {
+      fail(Status::config, "rule \"", rule, "\": ", name,
+           " is chosen before the table, where the transport or host layout allows it (CHORUS_ALGO_",
+           "<OP> forces it)");
+    }
+    parsed.algorithm = find(*op, name);
+    if (parsed.algorithm == nullptr) {
+      std::string names;
+      for (const Algorithm* algorithm : algorithms(*op)) {
+        if (algorithm->name == "board" || algorithm->name == "hierarchical" || algorithm->name == "multi_leader") {
+          continue;
+        }
+        names += (names.empty() ? "" : ", ") + std::string(algorithm->name);
+      }
+      fail(Status::config, "rule \"", rule, "\": \"", name, "\" is not an algorithm of ", op_name,
+           " (", names, ")");
+    }
+    rules.push_back(parsed);
+  }
+  return rules;
+}
+
+const std::vector<SelectionRule>& selection_rules() {
+  // Thrown from the initialiser, the parse runs again at the next call.
+  static const std::vector<SelectionRule> rules = [] {
+    const std::optional<std::string> text = config::get("CHORUS_SELECT_RULES");
+    if (!text) return std::vector<SelectionRule>{};
+    try {
+      return parse_selection_rules(*text);
+    } catch (const Error& e) {
+      fail(Status::config, "CHORUS_SELECT_RULES=\"", *text, "\": ", e.what());
+    }
+  }();
+  return rules;
+}
+
 const Algorithm& select(Collective op, size_t bytes, int ranks) {
+  for (const SelectionRule& rule : selection_rules()) {
+    if (rule.op == op && bytes >= rule.min_bytes && bytes < rule.max_bytes && ranks >= rule.min_ranks &&
+        ranks <= rule.max_ranks) {
+      return *rule.algorithm;
+    }
+  }
   // Every call selects: the rules' names are looked up once, not per call.
   static const std::array<const Algorithm*, kRules.size()> resolved = [] {
     std::array<const Algorithm*, kRules.size()> table{};
@@ -175,6 +288,14 @@ std::string describe_selection_table() {
   char line[160];
   std::snprintf(line, sizeof line, "  %-15s %-16s %-8s %s\n", "collective", "payload bytes", "ranks", "algorithm");
   text += line;
+  for (const SelectionRule& rule : selection_rules()) {
+    std::string range = "[" + byte_text(rule.min_bytes) + ", " + byte_text(rule.max_bytes) + ")";
+    const Rule shown{rule.op, rule.min_bytes, rule.max_bytes, rule.min_ranks, rule.max_ranks, rule.algorithm->name};
+    std::snprintf(line, sizeof line, "  %-15s %-16s %-8s %s (CHORUS_SELECT_RULES)\n",
+                  std::string(to_string(rule.op)).c_str(), range.c_str(), rank_text(shown).c_str(),
+                  std::string(rule.algorithm->name).c_str());
+    text += line;
+  }
   for (const Rule& rule : kRules) {
     std::string range = "[" + byte_text(rule.min_bytes) + ", " + byte_text(rule.max_bytes) + ")";
     std::snprintf(line, sizeof line, "  %-15s %-16s %-8s %s\n", std::string(to_string(rule.op)).c_str(),

@@ -212,8 +212,12 @@ void print_algorithms() {
               "  and some host has several, allreduce, broadcast, reduce, barrier, allgather and\n"
               "  reduce_scatter run hierarchical (allreduce from 256K: multi_leader, where every host has\n"
               "  two ranks or more), which uses this table inside each host and among the hosts' leaders;\n"
-              "  docs/algorithms.md)\n%s",
-              chorus::coll::describe_selection_table().c_str());
+              "  docs/algorithms.md)\n");
+  try {
+    std::printf("%s", chorus::coll::describe_selection_table().c_str());
+  } catch (const std::exception& e) {  // a malformed CHORUS_SELECT_RULES: reported with the errors
+    std::printf("  (not shown: CHORUS_SELECT_RULES is invalid)\n");
+  }
 }
 
 // Checks the environment as Communicator::init() would, without joining a
@@ -234,6 +238,11 @@ std::vector<std::string> validate_environment(std::vector<std::string>& warnings
     std::string choices;
     for (const auto* algorithm : chorus::coll::algorithms(op)) choices += std::string(algorithm->name) + ", ";
     errors.push_back(name + "=\"" + *value + "\": expected one of " + choices + "auto");
+  }
+  try {
+    chorus::coll::selection_rules();  // CHORUS_SELECT_RULES, parsed as init parses it
+  } catch (const std::exception& e) {
+    errors.push_back(e.what());
   }
   if (const auto setting = chorus::config::get("CHORUS_BOOTSTRAP")) {
     try {

@@ -41,18 +41,20 @@ TEST(Roofline, BinomialBroadcastChainsTheWholeBufferThroughEveryLevel) {
   EXPECT_DOUBLE_EQ(work->chain, 4 * S);  // ceil(log2 9)
 }
 
-TEST(Roofline, ScatterAllgatherFollowsTheBinomialScatterTree) {
-  // 8 ranks: relative rank 4 holds blocks 4..7 (4 of 8); the deepest path
-  // 0 -> 4 -> 6 -> 7 passes 4 + 2 + 1 blocks.
+TEST(Roofline, ScatterAllgatherReceivesSOnceAndChainsTheScatterTree) {
+  // Every non-root is sent exactly the blocks it lacks: S. The chain: the
+  // deepest scatter path, 0 -> 4 -> 6 -> 7 at 8 ranks (4 + 2 + 1 blocks of
+  // 8), then the ring's 7 blocks.
   auto eight = memory_work(Collective::broadcast, "scatter_allgather", kS, 8);
   ASSERT_TRUE(eight);
-  EXPECT_DOUBLE_EQ(eight->busiest_rank, 4 * S / 8 + 7 * S / 8);
+  EXPECT_DOUBLE_EQ(eight->busiest_rank, S);
   EXPECT_DOUBLE_EQ(eight->chain, 7 * S / 8 + 7 * S / 8);
-  // 5 ranks: rank 4's subtree is itself alone (min(4, 5 - 4)); rank 2 holds 2.
+  // 5 ranks: rank 4's subtree is itself alone (min(4, 5 - 4)); the deepest
+  // path is 0 -> 2 -> 3 (2 + 1 blocks of 5).
   auto five = memory_work(Collective::broadcast, "scatter_allgather", kS, 5);
   ASSERT_TRUE(five);
-  EXPECT_DOUBLE_EQ(five->busiest_rank, 2 * S / 5 + 4 * S / 5);
-  EXPECT_DOUBLE_EQ(five->chain, 3 * S / 5 + 4 * S / 5);  // 0 -> 2 -> 3
+  EXPECT_DOUBLE_EQ(five->busiest_rank, S);
+  EXPECT_DOUBLE_EQ(five->chain, 3 * S / 5 + 4 * S / 5);
 }
 
 TEST(Roofline, UnknownAlgorithmsHaveNoFigure) {

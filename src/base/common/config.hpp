@@ -182,6 +182,11 @@ inline constexpr VariableDoc kVariables[] = {
      "inside chorus calls (docs/nonblocking.md)"},
     {"CHORUS_ALGO_<OP>", "auto",
      "force an algorithm for one collective, e.g. CHORUS_ALGO_ALLREDUCE=ring (chorus_info lists the names)"},
+    {"CHORUS_SELECT_RULES", "unset",
+     "rules put before the built-in selection table, the first that matches wins: OP:BYTES:RANKS=ALGORITHM, "
+     "comma-separated; BYTES MIN-MAX of the payload (max excluded; K/M/G; an end may be left out, e.g. 1M-) or *, "
+     "RANKS N, N-M, N- or *; e.g. broadcast:1M-:9-=scatter_allgather (docs/algorithms.md, \"Selection table\"). "
+     "Set it alike on every rank"},
     {"CHORUS_LOG_LEVEL", "warn", "error, warn, info or debug"},
     {"CHORUS_BOOTSTRAP", "auto",
      "how the ranks find each other: pmix (the PMIx server of srun --mpi=pmix or Open MPI's mpirun), store "

@@ -110,6 +110,7 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::create(config::Settings sett
       }
     }
   }
+  coll::selection_rules();  // a malformed CHORUS_SELECT_RULES fails here, naming the rule
   session.bootstrap = make_bootstrap(session.job, session.settings.timeout);
   try {
     comm->connect();
