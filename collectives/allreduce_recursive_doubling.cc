@@ -5,6 +5,9 @@
 //   remain; they exchange whole vectors with partners at distance 1, 2, 4, ...
 //   and reduce; finally each odd rank of the first 2r returns the result to
 //   its even partner.
+// Each exchange reduces the lower rank's vector with the higher's, in that
+//   order on both partners: every rank ends with the same bits, also where
+//   the op's result depends on the order (min/max with a NaN).
 // Bytes sent per rank: log2(p) * S (plus S for the folded ranks).
 // Cost: (log2(p) + 2) alpha + log2(p) * S * beta. Fewest rounds: wins for
 //   small messages, where latency dominates.
@@ -48,8 +51,13 @@ void allreduce_recursive_doubling(Context& ctx, const Args& args) {
     for (int distance = 1; distance < p; distance *= 2, ++step) {
       int partner = real_rank(virtual_rank ^ distance);
       ctx.sendrecv(partner, args.recv, bytes, partner, incoming, bytes, step);
-      // Commutative ops give bit-identical results on both partners.
-      reduce_inplace(args.recv, incoming, args.count, args.dtype, args.op);
+      // Both partners put the lower rank's vector first, so both compute
+      // the same bits: min(NaN, 1) is 1 but min(1, NaN) is NaN.
+      if (partner < rank) {
+        reduce_into(args.recv, incoming, args.recv, args.count, args.dtype, args.op);
+      } else {
+        reduce_inplace(args.recv, incoming, args.count, args.dtype, args.op);
+      }
     }
   }
 

@@ -183,39 +183,48 @@ TEST(Selection, TableCoversEveryCollective) {
 // Float sums depend on the order of the additions: every allreduce must
 // still leave identical bits on every rank (each element reduced in one
 // order, the same everywhere). Inputs of many magnitudes, so a different
-// order gives different bits; uneven block sizes, rank counts not powers of two.
+// order gives different bits; uneven block sizes, rank counts not powers of
+// two. min and max with a NaN on some ranks: min(NaN, 1) is 1 and min(1,
+// NaN) is NaN, so two partners that each put their own value first end
+// with different results (recursive doubling did, before it ordered the
+// operands by rank).
+void expect_identical_bits_on_every_rank(const coll::Algorithm& algorithm, ReduceOp op, DataType dtype, int ranks) {
+  const size_t count = 1237;
+  const size_t es = datatype_size(dtype);
+  std::vector<std::vector<uint8_t>> results(static_cast<size_t>(ranks));
+  run_ranks(ranks, [&](p2p::Engine& engine, int rank) {
+    std::vector<int> engine_ranks(static_cast<size_t>(ranks));
+    for (int i = 0; i < ranks; ++i) engine_ranks[static_cast<size_t>(i)] = i;
+    coll::Scratch scratch;
+    coll::Tuning tuning;
+    tuning.pipeline_chunk_bytes = 1024;
+    std::vector<uint8_t> send(count * es), recv(count * es);
+    for (size_t i = 0; i < count; ++i) {
+      double value = std::ldexp(1.0 + 0.1234567 * static_cast<double>((rank * 7919 + i * 104729) % 1000),
+                                static_cast<int>((rank * 13 + i) % 40) - 20);
+      if (op != ReduceOp::sum && i % 7 == static_cast<size_t>(rank) % 7) value = std::nan("");
+      if (dtype == DataType::float32) {
+        reinterpret_cast<float*>(send.data())[i] = static_cast<float>(value);
+      } else {
+        reinterpret_cast<double*>(send.data())[i] = value;
+      }
+    }
+    coll::Context ctx(engine, engine_ranks, rank, p2p::CallTag::collective(0, 1), scratch, tuning);
+    algorithm.run(ctx, coll::Args{send.data(), recv.data(), count, dtype, op, 0});
+    results[static_cast<size_t>(rank)] = std::move(recv);
+  });
+  for (int r = 1; r < ranks; ++r) {
+    EXPECT_EQ(results[0], results[static_cast<size_t>(r)])
+        << algorithm.name << " " << to_string(op) << " " << to_string(dtype) << " n=" << ranks << ": rank " << r
+        << " differs from rank 0";
+  }
+}
+
 TEST(Allreduce, IdenticalBitsOnEveryRank) {
   for (const coll::Algorithm* algorithm : coll::algorithms(Collective::allreduce)) {
-    for (DataType dtype : {DataType::float32, DataType::float64}) {
-      for (int ranks : {3, 5, 6, 8, 13}) {
-        const size_t count = 1237;
-        const size_t es = datatype_size(dtype);
-        std::vector<std::vector<uint8_t>> results(static_cast<size_t>(ranks));
-        run_ranks(ranks, [&](p2p::Engine& engine, int rank) {
-          std::vector<int> engine_ranks(static_cast<size_t>(ranks));
-          for (int i = 0; i < ranks; ++i) engine_ranks[static_cast<size_t>(i)] = i;
-          coll::Scratch scratch;
-          coll::Tuning tuning;
-          tuning.pipeline_chunk_bytes = 1024;
-          std::vector<uint8_t> send(count * es), recv(count * es);
-          for (size_t i = 0; i < count; ++i) {
-            const double value = std::ldexp(1.0 + 0.1234567 * static_cast<double>((rank * 7919 + i * 104729) % 1000),
-                                            static_cast<int>((rank * 13 + i) % 40) - 20);
-            if (dtype == DataType::float32) {
-              reinterpret_cast<float*>(send.data())[i] = static_cast<float>(value);
-            } else {
-              reinterpret_cast<double*>(send.data())[i] = value;
-            }
-          }
-          coll::Context ctx(engine, engine_ranks, rank, p2p::CallTag::collective(0, 1), scratch, tuning);
-          algorithm->run(ctx, coll::Args{send.data(), recv.data(), count, dtype, ReduceOp::sum, 0});
-          results[static_cast<size_t>(rank)] = std::move(recv);
-        });
-        for (int r = 1; r < ranks; ++r) {
-          EXPECT_EQ(results[0], results[static_cast<size_t>(r)])
-              << algorithm->name << " " << to_string(dtype) << " n=" << ranks << ": rank " << r
-              << " differs from rank 0";
-        }
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max}) {
+      for (DataType dtype : {DataType::float32, DataType::float64}) {
+        for (int ranks : {3, 5, 6, 8, 13}) expect_identical_bits_on_every_rank(*algorithm, op, dtype, ranks);
       }
     }
   }
