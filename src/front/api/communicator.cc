@@ -210,15 +210,8 @@ void CommunicatorImpl::set_members(std::vector<int> engine_ranks, int rank) {
       session_->settings.hierarchical != "off" && spans_shared_hosts(session_->host_of_engine_rank, engine_ranks_);
 }
 
-int CommunicatorImpl::engine_rank_of(int peer, const char* what) const {
-  if (peer < 0 || peer >= size()) {
-    fail(Status::invalid_argument, what, ": peer ", peer, " is not a rank of this communicator (0..", size() - 1, ")");
-  }
-  return engine_ranks_[static_cast<size_t>(peer)];
-}
-
-void CommunicatorImpl::note_call(uint64_t calls, std::string_view what, int peer) {
-  session_->current_call = {context_id_, calls, engine_ranks_, peer, what};
+void CommunicatorImpl::refuse_peer(int peer, const char* what) const {
+  fail(Status::invalid_argument, what, ": peer ", peer, " is not a rank of this communicator (0..", size() - 1, ")");
 }
 
 CommunicatorImpl::~CommunicatorImpl() {

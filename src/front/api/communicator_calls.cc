@@ -397,15 +397,6 @@ void CommunicatorImpl::verify_same_call(const CallRecord& mine, p2p::CallTag cal
   }
 }
 
-int CommunicatorImpl::begin_send(const char* what, const void* buf, size_t bytes, int peer, int tag) {
-  check_usable();
-  chorus::check_user_tag(what, tag, false);
-  check_message(what, buf, bytes);
-  const int engine_peer = engine_rank_of(peer, what);
-  note_call(0, what, engine_peer);
-  return engine_peer;
-}
-
 void CommunicatorImpl::send(const void* buf, size_t bytes, int peer, int tag) {
   std::lock_guard lock(session_->mutex);
   const int engine_peer = begin_send("send", buf, bytes, peer, tag);

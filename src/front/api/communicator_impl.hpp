@@ -10,6 +10,7 @@
 // use, so their messages never match another communicator's.
 #pragma once
 
+#include "api/user_tag.hpp"
 #include "bootstrap/departures.hpp"
 #include "bootstrap/store.hpp"
 #include "collectives/collectives.hpp"
@@ -164,8 +165,13 @@ struct Session {
   // `cause`: the peer a failure came from (Departure::cause), or -1.
   void announce_departure(const std::string& how, bool failed, int cause = -1) noexcept;
   // The engine's progress, its non-blocking operations enabled with the
-  // first of them (under `mutex`).
-  p2p::Progress& nonblocking();
+  // first of them (under `mutex`). Inline: every isend and irecv asks.
+  p2p::Progress& nonblocking() {
+    p2p::Progress& progress = engine->progress_engine();
+    if (!progress.operations_enabled()) [[unlikely]] enable_operations(progress);
+    return progress;
+  }
+  void enable_operations(p2p::Progress& progress);
   // The engine's progress once a non-blocking operation was started, else
   // nullptr (nothing outstanding to move along, complete or stop).
   p2p::Progress* operations();
@@ -370,8 +376,16 @@ class CommunicatorImpl {
   std::shared_ptr<RequestState> completed_request(const char* what) const;
   // An isend's operation, to be given its engine request.
   std::shared_ptr<p2p::Operation> send_operation(int peer, int tag, size_t bytes);
-  // send's and isend's checks and call record (under the lock): the peer's engine rank.
-  int begin_send(const char* what, const void* buf, size_t bytes, int peer, int tag);
+  // send's and isend's checks and call record (under the lock): the peer's
+  // engine rank. Inline with the helpers below: on every message's path.
+  int begin_send(const char* what, const void* buf, size_t bytes, int peer, int tag) {
+    check_usable();
+    chorus::check_user_tag(what, tag, false);
+    check_message(what, buf, bytes);
+    const int engine_peer = engine_rank_of(peer, what);
+    note_call(0, what, engine_peer);
+    return engine_peer;
+  }
   std::shared_ptr<coll::Scratch> take_scratch();
   void check_no_stray_messages(p2p::CallTag call, bool nonblocking);
   std::optional<Received> probe_once(const char* what, int peer, int tag);  // under the lock
@@ -379,7 +393,9 @@ class CommunicatorImpl {
   const coll::Algorithm& choose_from_table(Collective op, size_t bytes) const;
   void set_members(std::vector<int> engine_ranks, int rank);
   // Records the call in progress for the failure probe; `calls` 0 = point-to-point.
-  void note_call(uint64_t calls, std::string_view what, int peer);
+  void note_call(uint64_t calls, std::string_view what, int peer) {
+    session_->current_call = {context_id_, calls, engine_ranks_, peer, what};
+  }
   // note_call for a collective, and its entry in the session's ledger.
   void note_collective(Collective op, std::string_view what, const Shape& shape, bool nonblocking) {
     const uint64_t calls = ++*calls_made_;
@@ -402,7 +418,11 @@ class CommunicatorImpl {
   // kNameDisagreementWithin, and recorded there for the other ranks.
   Error name_disagreement(const Error& error, Collective op, const coll::Args& args, const coll::Algorithm& algorithm,
                           bool nonblocking);
-  int engine_rank_of(int peer, const char* what) const;
+  int engine_rank_of(int peer, const char* what) const {
+    if (peer < 0 || peer >= size()) [[unlikely]] refuse_peer(peer, what);
+    return engine_ranks_[static_cast<size_t>(peer)];
+  }
+  [[noreturn, gnu::cold]] void refuse_peer(int peer, const char* what) const;
   // Runs `body`, remembering the first failure so later calls report it.
   // `to_caller`: the error is thrown to the application's call; false on a
   // non-blocking operation's fiber, where only a wait or test (or, for a

@@ -19,13 +19,9 @@ namespace {
 constexpr size_t kLargeOperationBytes = 64 * 1024;
 }  // namespace
 
-p2p::Progress& Session::nonblocking() {
-  p2p::Progress& progress = engine->progress_engine();
-  if (!progress.operations_enabled()) {
-    progress.enable_operations(mutex, settings.progress == "thread",
-                               p2p::ProgressThreadPlace{progress_cpus, settings.report_bindings, job.rank});
-  }
-  return progress;
+void Session::enable_operations(p2p::Progress& progress) {
+  progress.enable_operations(mutex, settings.progress == "thread",
+                             p2p::ProgressThreadPlace{progress_cpus, settings.report_bindings, job.rank});
 }
 
 p2p::Progress* Session::operations() {

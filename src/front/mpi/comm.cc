@@ -6,17 +6,13 @@
 
 namespace chorus::mpi {
 
-Comm use_comm(MPI_Comm comm) {
+void refuse_comm(MPI_Comm comm) {
   if (comm == MPI_COMM_NULL) fail(MPI_ERR_COMM, "MPI_COMM_NULL is not a usable communicator");
   if (comm->magic != kCommMagic) fail(MPI_ERR_COMM, "invalid communicator handle (freed, or not a communicator)");
-  if (comm->chorus == nullptr) fail(MPI_ERR_COMM, "the communicator is not connected (MPI_Init not called?)");
-  return Comm{comm, *comm->chorus, *comm->internal, comm->chorus->rank(), comm->chorus->size()};
+  fail(MPI_ERR_COMM, "the communicator is not connected (MPI_Init not called?)");
 }
 
-size_t use_count(MPI_Count count, const char* role) {
-  if (count < 0) fail(MPI_ERR_COUNT, role, " ", count, " is negative");
-  return static_cast<size_t>(count);
-}
+void refuse_count(MPI_Count count, const char* role) { fail(MPI_ERR_COUNT, role, " ", count, " is negative"); }
 
 void check_root(int root, const Comm& comm) {
   if (root < 0 || root >= comm.size) {
@@ -24,9 +20,7 @@ void check_root(int root, const Comm& comm) {
   }
 }
 
-void check_buffer(const void* buffer, size_t count, const char* role) {
-  if (buffer == nullptr && count > 0) fail(MPI_ERR_BUFFER, "null ", role, " with count ", count);
-}
+void refuse_buffer(size_t count, const char* role) { fail(MPI_ERR_BUFFER, "null ", role, " with count ", count); }
 
 void recv_exact(chorus::Communicator& comm, void* buffer, size_t bytes, int peer, int tag) {
   chorus::Received got = comm.recv(buffer, bytes, peer, tag);
@@ -55,8 +49,9 @@ namespace {
 MPI_Comm make_comm(chorus::Communicator communicator, MPI_Errhandler errhandler, std::vector<int> world_ranks) {
   auto chorus_comm = std::make_unique<chorus::Communicator>(std::move(communicator));
   auto internal = std::make_unique<chorus::Communicator>(chorus_comm->dup());
+  const int rank = chorus_comm->rank(), size = chorus_comm->size();
   auto* comm = new chorus_mpi_comm{kCommMagic, chorus_comm.release(), internal.release(), errhandler, nullptr, false,
-                                   std::move(world_ranks), {}};
+                                   std::move(world_ranks), {}, rank, size};
   register_comm(comm);
   return comm;
 }

@@ -232,16 +232,12 @@ struct chorus_mpi_datatype chorus_mpi_packed = scalar<unsigned char>("MPI_PACKED
 
 namespace chorus::mpi {
 
-const Datatype& use_type(MPI_Datatype datatype, const char* role) {
-  const Datatype& type = use_any_type(datatype, role);
-  if (!type.committed) fail(MPI_ERR_TYPE, role, " was not committed (MPI_Type_commit)");
-  return type;
+void refuse_type(MPI_Datatype datatype, const char* role) {
+  use_any_type(datatype, role);
+  fail(MPI_ERR_TYPE, role, " was not committed (MPI_Type_commit)");
 }
 
-size_t packed_bytes(size_t count, const Datatype& type) {
-  if (type.packed_size != 0 && count > SIZE_MAX / type.packed_size) fail(MPI_ERR_COUNT, "count ", count, " overflows");
-  return count * type.packed_size;
-}
+void refuse_packed_bytes(size_t count) { fail(MPI_ERR_COUNT, "count ", count, " overflows"); }
 
 void pack(const void* buffer, size_t count, const Datatype& type, void* packed) {
   auto* out = static_cast<std::byte*>(packed);

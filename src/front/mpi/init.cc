@@ -70,6 +70,10 @@ void initialize(int required, int* provided) {
   chorus_mpi_comm_world.world_ranks.resize(static_cast<size_t>(world->size()));
   for (int r = 0; r < world->size(); ++r) chorus_mpi_comm_world.world_ranks[static_cast<size_t>(r)] = r;
   chorus_mpi_comm_self.world_ranks = {world->rank()};
+  chorus_mpi_comm_world.rank = world->rank();
+  chorus_mpi_comm_world.size = world->size();
+  chorus_mpi_comm_self.rank = self->rank();
+  chorus_mpi_comm_self.size = self->size();
   chorus_mpi_comm_world.chorus = world.release();
   chorus_mpi_comm_world.internal = world_internal.release();
   chorus_mpi_comm_self.chorus = self.release();

@@ -46,6 +46,10 @@ struct chorus_mpi_comm {
   bool predefined;
   std::vector<int> world_ranks;  // the members' ranks in MPI_COMM_WORLD, by rank here (MPI_Comm_group)
   std::string user_name;         // MPI_Comm_set_name's
+  // chorus->rank() and size(), kept when `chorus` is set: use_comm, on
+  // every call's path, then reads them without two calls into libchorus.
+  int rank = -1;
+  int size = 0;
 };
 
 namespace chorus::mpi {
@@ -184,7 +188,14 @@ struct Comm {
   int rank;
   int size;
 };
-Comm use_comm(MPI_Comm comm);                                   // MPI_ERR_COMM
+// The checks on every call's path are inline and their failures out of
+// line (cold): out of line, each cost a call of 10-25 instructions on a
+// path of a few hundred (docs/performance.md, "The send side").
+[[noreturn, gnu::cold]] void refuse_comm(MPI_Comm comm);
+inline Comm use_comm(MPI_Comm comm) {                           // MPI_ERR_COMM
+  if (comm == MPI_COMM_NULL || comm->magic != kCommMagic || comm->chorus == nullptr) [[unlikely]] refuse_comm(comm);
+  return Comm{comm, *comm->chorus, *comm->internal, comm->rank, comm->size};
+}
 // Collective over `parent` (c): the new communicator of this rank's color,
 // ordered by key (MPI_COMM_NULL for MPI_UNDEFINED), with its members' world ranks.
 MPI_Comm split_comm(MPI_Comm parent, const Comm& c, int color, int key);
@@ -192,8 +203,18 @@ MPI_Comm split_comm(MPI_Comm parent, const Comm& c, int color, int key);
 // `parent`, in new-rank order; their world ranks in `world_ranks`).
 MPI_Comm group_comm(MPI_Comm parent, const Comm& c, const std::vector<int>& members, std::vector<int> world_ranks,
                     int tag);
-const Datatype& use_type(MPI_Datatype datatype, const char* role);  // MPI_ERR_TYPE (valid and committed)
-size_t use_count(MPI_Count count, const char* role);                // MPI_ERR_COUNT
+[[noreturn, gnu::cold]] void refuse_type(MPI_Datatype datatype, const char* role);
+inline const Datatype& use_type(MPI_Datatype datatype, const char* role) {  // MPI_ERR_TYPE (valid and committed)
+  if (datatype == MPI_DATATYPE_NULL || datatype->magic != kTypeMagic || !datatype->committed) [[unlikely]] {
+    refuse_type(datatype, role);
+  }
+  return *datatype;
+}
+[[noreturn, gnu::cold]] void refuse_count(MPI_Count count, const char* role);
+inline size_t use_count(MPI_Count count, const char* role) {  // MPI_ERR_COUNT
+  if (count < 0) [[unlikely]] refuse_count(count, role);
+  return static_cast<size_t>(count);
+}
 
 // A count or displacement array as the caller passed it: int in the MPI-3.1
 // functions, MPI_Count (counts) and MPI_Aint (displacements) in the MPI-4
@@ -210,7 +231,10 @@ struct WidthArray {
 using CountArray = WidthArray<MPI_Count>;
 using DisplArray = WidthArray<MPI_Aint>;
 void check_root(int root, const Comm& comm);                    // MPI_ERR_ROOT
-void check_buffer(const void* buffer, size_t count, const char* role);  // MPI_ERR_BUFFER
+[[noreturn, gnu::cold]] void refuse_buffer(size_t count, const char* role);
+inline void check_buffer(const void* buffer, size_t count, const char* role) {  // MPI_ERR_BUFFER
+  if (buffer == nullptr && count > 0) [[unlikely]] refuse_buffer(count, role);
+}
 
 // Tags of the point-to-point messages collectives exchange on Comm::internal.
 // (Gather, scatter and allgatherv are chorus' own collectives, and so are
@@ -228,7 +252,11 @@ void exchange(const Comm& comm, int peer, const void* send, size_t send_bytes, v
 // ---- datatypes -------------------------------------------------------------
 
 // Bytes of `count` elements on the wire.
-size_t packed_bytes(size_t count, const Datatype& type);
+[[noreturn, gnu::cold]] void refuse_packed_bytes(size_t count);
+inline size_t packed_bytes(size_t count, const Datatype& type) {  // MPI_ERR_COUNT if it overflows
+  if (type.packed_size != 0 && count > SIZE_MAX / type.packed_size) [[unlikely]] refuse_packed_bytes(count);
+  return count * type.packed_size;
+}
 // Address of element `index` of a buffer of `type` elements.
 inline const std::byte* element(const void* buffer, size_t index, const Datatype& type) {
   return static_cast<const std::byte*>(buffer) + static_cast<MPI_Aint>(index) * type.extent;

@@ -10,10 +10,15 @@ RequestPtr start_send(const Comm& comm, const void* buf, int count, MPI_Datatype
   const size_t n = use_count(count, "count");
   const Datatype& type = use_type(datatype, "datatype");
   check_tag(tag, false);
-  RequestPtr request = new_request(comm.handle);
-  if (dest == MPI_PROC_NULL) return request;
+  if (dest == MPI_PROC_NULL) return new_request(comm.handle);
   check_peer(dest, comm, false);
   check_buffer(buf, n, "buf");
+  if (type.contiguous()) {
+    // The user's memory itself (packed_view's answer, without its vector).
+    const size_t bytes = packed_bytes(n, type);
+    return started_request(comm.handle, false, [&] { return comm.chorus.isend(buf, bytes, dest, tag); });
+  }
+  RequestPtr request = new_request(comm.handle);
   PackedView view = packed_view(buf, n, type);
   request->send_staging = std::move(view.storage);  // moving keeps view.data valid
   request->operation = comm.chorus.isend(view.data, view.bytes, dest, tag);
@@ -24,9 +29,9 @@ RequestPtr start_recv(const Comm& comm, void* buf, int count, MPI_Datatype datat
   const size_t n = use_count(count, "count");
   const Datatype& type = use_type(datatype, "datatype");
   check_tag(tag, true);
-  RequestPtr request = new_request(comm.handle);
-  request->receive = true;
   if (source == MPI_PROC_NULL) {
+    RequestPtr request = new_request(comm.handle);
+    request->receive = true;
     request->from_proc_null = true;
     return request;
   }
@@ -34,9 +39,10 @@ RequestPtr start_recv(const Comm& comm, void* buf, int count, MPI_Datatype datat
   check_buffer(buf, n, "buf");
   const size_t capacity = packed_bytes(n, type);
   if (type.contiguous()) {
-    request->operation = comm.chorus.irecv(buf, capacity, source, tag);
-    return request;
+    return started_request(comm.handle, true, [&] { return comm.chorus.irecv(buf, capacity, source, tag); });
   }
+  RequestPtr request = new_request(comm.handle);
+  request->receive = true;
   request->recv_staging.resize(capacity);
   request->finish = [staged = request.get(), buf, type](const chorus::Received& got) {
     unpack(staged->recv_staging.data(), got.bytes / type.packed_size, type, buf);

@@ -11,25 +11,13 @@ static_assert(kMaxUserTag == INT_MAX, "mpi.h promises tags up to 2^31-1 (MPI_TAG
 
 // Shared with the non-blocking calls (requests.hpp).
 
-void check_peer(int peer, const Comm& comm, bool wildcard_allowed) {
-  if (wildcard_allowed && peer == MPI_ANY_SOURCE) return;
-  if (peer < 0 || peer >= comm.size) {
-    fail(MPI_ERR_RANK, "rank ", peer, " is not a rank of the communicator (0..", comm.size - 1, ")");
-  }
+void refuse_peer(int peer, const Comm& comm) {
+  fail(MPI_ERR_RANK, "rank ", peer, " is not a rank of the communicator (0..", comm.size - 1, ")");
 }
 
-void check_tag(int tag, bool wildcard_allowed) {
+void refuse_tag(int tag, bool wildcard_allowed) {
   static_assert(MPI_ANY_TAG == kAnyTag);
-  if (!is_user_tag(tag, wildcard_allowed)) fail(MPI_ERR_TAG, user_tag_problem(tag, wildcard_allowed, "MPI_ANY_TAG"));
-}
-
-void set_status(MPI_Status* status, int source, int tag, size_t bytes) {
-  if (status == MPI_STATUS_IGNORE) return;
-  status->MPI_SOURCE = source;
-  status->MPI_TAG = tag;
-  status->MPI_ERROR = MPI_SUCCESS;
-  status->chorus_cancelled = 0;
-  status->chorus_bytes = bytes;
+  fail(MPI_ERR_TAG, user_tag_problem(tag, wildcard_allowed, "MPI_ANY_TAG"));
 }
 
 }  // namespace chorus::mpi

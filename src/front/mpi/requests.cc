@@ -159,21 +159,7 @@ void write_indices(const std::vector<int>& done, int* outcount, int* indices) {
 
 }  // namespace
 
-void set_empty_status(MPI_Status* status) { set_status(status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0); }
-
-RequestPtr new_request(MPI_Comm comm) {
-  auto request = std::make_unique<chorus_mpi_request>();
-  request->magic = kRequestMagic;
-  request->comm = comm;
-  return request;
-}
-
-void check_request_output(MPI_Request* request) {
-  if (request == nullptr) fail(MPI_ERR_ARG, "null request pointer");
-  *request = MPI_REQUEST_NULL;
-}
-
-void publish(RequestPtr request, MPI_Request* handle) { *handle = request.release(); }
+void refuse_request_output() { fail(MPI_ERR_ARG, "null request pointer"); }
 
 void wait_unpublished(chorus_mpi_request& request, MPI_Status* status) {
   request.operation.wait();

@@ -9,6 +9,7 @@
 // thread).
 #pragma once
 
+#include "api/user_tag.hpp"
 #include "mpi/internal.hpp"
 
 #include <algorithm>
@@ -23,9 +24,9 @@ struct chorus_mpi_request {
   bool receive = false;       // the status reports what was received
   bool from_proc_null = false;
   bool blocking = false;      // a blocking call's, never published: its arguments outlive it (run_to_completion)
-  chorus::mpi::Bytes send_staging;
-  chorus::mpi::Bytes recv_staging;
-  std::function<void(const chorus::Received&)> finish;  // after success, before the status is filled
+  chorus::mpi::Bytes send_staging{};
+  chorus::mpi::Bytes recv_staging{};
+  std::function<void(const chorus::Received&)> finish{};  // after success, before the status is filled
 
   // Requests come and go by the window (osu_bw posts 64 at once): glibc's
   // per-thread cache keeps 7 blocks of a size, so a window took malloc's
@@ -42,11 +43,35 @@ inline constexpr uint32_t kRequestMagic = 0x72657173;  // "reqs"
 using RequestPtr = std::unique_ptr<chorus_mpi_request>;
 
 // A request for an operation on `comm`, not yet started.
-RequestPtr new_request(MPI_Comm comm);
+inline RequestPtr new_request(MPI_Comm comm) {
+  RequestPtr request(new chorus_mpi_request{});
+  request->magic = kRequestMagic;
+  request->comm = comm;
+  return request;
+}
+// A request for the chorus::Request `start()` returns, which it holds
+// without a move (a move and the moved-from request's destruction are two
+// calls into libchorus). The memory is taken first: an allocation failure
+// starts nothing.
+template <class Start>
+RequestPtr started_request(MPI_Comm comm, bool receive, Start&& start) {
+  void* memory = chorus_mpi_request::operator new(sizeof(chorus_mpi_request));
+  try {
+    return RequestPtr(::new (memory) chorus_mpi_request{
+        .magic = kRequestMagic, .operation = start(), .comm = comm, .receive = receive});
+  } catch (...) {
+    chorus_mpi_request::operator delete(memory, sizeof(chorus_mpi_request));
+    throw;
+  }
+}
 // Checks the output handle before an operation starts (MPI_ERR_ARG).
-void check_request_output(MPI_Request* request);
+[[noreturn, gnu::cold]] void refuse_request_output();
+inline void check_request_output(MPI_Request* request) {
+  if (request == nullptr) [[unlikely]] refuse_request_output();
+  *request = MPI_REQUEST_NULL;
+}
 // Hands a started request to the caller.
-void publish(RequestPtr request, MPI_Request* handle);
+inline void publish(RequestPtr request, MPI_Request* handle) { *handle = request.release(); }
 
 // Starts point-to-point operations (MPI_PROC_NULL peers complete at once).
 RequestPtr start_send(const Comm& comm, const void* buf, int count, MPI_Datatype datatype, int dest, int tag);
@@ -121,13 +146,29 @@ int start_collective(const char* function, MPI_Comm comm, MPI_Request* request, 
 }
 
 // Point-to-point argument checks (p2p.cc): MPI_ERR_RANK, MPI_ERR_TAG.
-void check_peer(int peer, const Comm& comm, bool wildcard_allowed);
-void check_tag(int tag, bool wildcard_allowed);
+// Inline, on every call's path; the failures are out of line.
+[[noreturn, gnu::cold]] void refuse_peer(int peer, const Comm& comm);
+inline void check_peer(int peer, const Comm& comm, bool wildcard_allowed) {
+  if (wildcard_allowed && peer == MPI_ANY_SOURCE) return;
+  if (peer < 0 || peer >= comm.size) [[unlikely]] refuse_peer(peer, comm);
+}
+[[noreturn, gnu::cold]] void refuse_tag(int tag, bool wildcard_allowed);
+inline void check_tag(int tag, bool wildcard_allowed) {
+  if (!is_user_tag(tag, wildcard_allowed)) [[unlikely]] refuse_tag(tag, wildcard_allowed);
+}
 
 // The status of a request with nothing to report (sends, collectives, null
 // requests): MPI-3.1 3.7.3's empty status.
-void set_empty_status(MPI_Status* status);
-void set_status(MPI_Status* status, int source, int tag, size_t bytes);
+// Inline: every completed request fills one.
+inline void set_status(MPI_Status* status, int source, int tag, size_t bytes) {
+  if (status == MPI_STATUS_IGNORE) return;
+  status->MPI_SOURCE = source;
+  status->MPI_TAG = tag;
+  status->MPI_ERROR = MPI_SUCCESS;
+  status->chorus_cancelled = 0;
+  status->chorus_bytes = bytes;
+}
+inline void set_empty_status(MPI_Status* status) { set_status(status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0); }
 
 // Requests given to MPI_Request_free that had not completed: completed by
 // later MPI_Wait*/MPI_Test* calls and at the latest by MPI_Finalize, whose
