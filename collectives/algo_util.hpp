@@ -75,4 +75,14 @@ struct Layout {
 inline int lowest_bit(int v) { return v & -v; }
 inline int subtree_size(int v, int n) { return v == 0 ? n : std::min(lowest_bit(v), n - v); }
 
+// The unfold of recursive doubling and halving: of the first 2 * extra
+// ranks, which folded in pairs, each odd one returns the result in `recv`
+// to its even partner, which sat out.
+inline void unfold_to_even_partners(Context& ctx, int extra, uint32_t step, void* recv, size_t bytes) {
+  const int rank = ctx.rank();
+  if (rank >= 2 * extra) return;
+  auto request = rank % 2 == 1 ? ctx.isend(rank - 1, step, recv, bytes) : ctx.irecv(rank + 1, step, recv, bytes);
+  ctx.wait(request);
+}
+
 }  // namespace chorus::coll

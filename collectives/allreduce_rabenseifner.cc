@@ -122,16 +122,7 @@ void allreduce_rabenseifner(Context& ctx, const Args& args) {
   }
 
   // Unfold: return the result to the ranks that sat out (a step both count alike).
-  step = 1 + 2 * levels;
-  if (rank < 2 * extra && bytes != 0) {
-    if (rank % 2 == 1) {
-      auto request = ctx.isend(rank - 1, step, args.recv, bytes);
-      ctx.wait(request);
-    } else {
-      auto request = ctx.irecv(rank + 1, step, args.recv, bytes);
-      ctx.wait(request);
-    }
-  }
+  if (bytes != 0) unfold_to_even_partners(ctx, extra, 1 + 2 * levels, args.recv, bytes);
 }
 
 }  // namespace chorus::coll

@@ -62,16 +62,7 @@ void allreduce_recursive_doubling(Context& ctx, const Args& args) {
   }
 
   // Unfold: return the result to the ranks that sat out.
-  const uint32_t last_step = 64;
-  if (rank < 2 * extra) {
-    if (rank % 2 == 1) {
-      auto request = ctx.isend(rank - 1, last_step, args.recv, bytes);
-      ctx.wait(request);
-    } else {
-      auto request = ctx.irecv(rank + 1, last_step, args.recv, bytes);
-      ctx.wait(request);
-    }
-  }
+  unfold_to_even_partners(ctx, extra, 64, args.recv, bytes);
 }
 
 }  // namespace chorus::coll
