@@ -153,6 +153,12 @@ const Algorithm* find(Collective op, std::string_view name) {
 
 namespace {
 
+// The board and the node-aware forms: chosen before the table, by the
+// transport and the host layout, so a rule may not name them.
+bool chosen_before_table(std::string_view name) {
+  return name == "board" || name == "hierarchical" || name == "multi_leader";
+}
+
 // "64K" -> 65536; "" -> `open` (an open end).
 size_t rule_bytes(std::string_view text, size_t open, std::string_view rule) {
   if (text.empty()) return open;
@@ -221,7 +227,7 @@ std::vector<SelectionRule> parse_selection_rules(std::string_view text) {
     const std::string_view name = rule.substr(equals + 1);
     // The board and the node-aware forms are chosen before the table, by
     // the transport and the host layout; a table row cannot make them apply.
-    if (name == "board" || name == "hierarchical" || name == "multi_leader") {
+    if (chosen_before_table(name)) {
       fail(Status::config, "rule \"", rule, "\": ", name,
            " is chosen before the table, where the transport or host layout allows it (CHORUS_ALGO_",
            "<OP> forces it)");
@@ -230,9 +236,7 @@ std::vector<SelectionRule> parse_selection_rules(std::string_view text) {
     if (parsed.algorithm == nullptr) {
       std::string names;
       for (const Algorithm* algorithm : algorithms(*op)) {
-        if (algorithm->name == "board" || algorithm->name == "hierarchical" || algorithm->name == "multi_leader") {
-          continue;
-        }
+        if (chosen_before_table(algorithm->name)) continue;
         names += (names.empty() ? "" : ", ") + std::string(algorithm->name);
       }
       fail(Status::config, "rule \"", rule, "\": \"", name, "\" is not an algorithm of ", op_name,
