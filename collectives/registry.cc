@@ -225,8 +225,6 @@ std::vector<SelectionRule> parse_selection_rules(std::string_view text) {
       fail(Status::config, "rule \"", rule, "\": an empty range");
     }
     const std::string_view name = rule.substr(equals + 1);
-    // The board and the node-aware forms are chosen before the table, by
-    // the transport and the host layout; a table row cannot make them apply.
     if (chosen_before_table(name)) {
       fail(Status::config, "rule \"", rule, "\": ", name,
            " is chosen before the table, where the transport or host layout allows it (CHORUS_ALGO_",
