@@ -129,9 +129,11 @@ class Unlocked {
   DriverMutex* mutex_;
 };
 
-// Made by std::make_shared: a failed one is kept (shared_from_this) until
-// its error has reached the application, or finalize reports it.
-struct Operation : std::enable_shared_from_this<Operation> {
+// Made by std::make_shared (chorus' RequestState derives from it). No
+// enable_shared_from_this: its weak reference cost every operation two
+// locked instructions and the cold path of the last release; Progress
+// hands the owning pointer of a failed one to its failure note instead.
+struct Operation {
   explicit Operation(const char* what) : name(what) {}
 
   const char* name;  // "iallreduce", "isend", ... for messages
@@ -254,6 +256,10 @@ class Progress {
   // progress for kFailureProbeInterval, not by the progress thread's routine
   // round while operations move on.
   void set_failure_probe(std::function<std::optional<Error>(bool stalled)> probe) { failure_probe_ = std::move(probe); }
+  // Told, under the lock, of every operation that completes with an error,
+  // after its on_complete (chorus' session keeps them, so finalize reports
+  // an error nobody was told of).
+  void set_failure_note(std::function<void(const std::shared_ptr<Operation>&)> note) { failure_note_ = std::move(note); }
   std::optional<Error> probe_failure(bool stalled = true) { return failure_probe_ ? failure_probe_(stalled) : std::nullopt; }
 
   // --- non-blocking operations ---
@@ -312,7 +318,7 @@ class Progress {
   int complete_finished_point_to_point();
   Step step(Operation& operation);
   void remove(Operation& operation);
-  void finish(Operation& operation) noexcept;
+  void finish(const std::shared_ptr<Operation>& operation) noexcept;
   void fail(Operation& operation, const Error& error);
   void fail_all(const Error& error);
   // One round of the caller's progress towards `operation`: returns true
@@ -346,6 +352,7 @@ class Progress {
   Engine::Impl& engine_;
   const ProgressRules rules_;
   std::function<std::optional<Error>(bool stalled)> failure_probe_;
+  std::function<void(const std::shared_ptr<Operation>&)> failure_note_;
   Operation* running_ = nullptr;  // the operation whose fiber step() resumed
 
   // Non-blocking operations (enable_operations).

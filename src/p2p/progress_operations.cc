@@ -79,7 +79,7 @@ int Progress::complete_finished_point_to_point() {
         if (operation == nullptr || operation->listed_at == Operation::kNotListed) continue;
         if (step(*operation) != Step::completed) continue;  // cannot happen: its request finished
         std::shared_ptr<Operation> keep = unlist(*operation);  // alive through finish()
-        finish(*keep);
+        finish(keep);
         ++moved;
       }
       finished_batch_.clear();
@@ -107,7 +107,7 @@ void Progress::remove(Operation& operation) {
     std::replace(finished_batch_.begin(), finished_batch_.end(), static_cast<void*>(&operation),
                  static_cast<void*>(nullptr));
     std::shared_ptr<Operation> keep = unlist(operation);
-    finish(*keep);
+    finish(keep);
     return;
   }
   auto it = std::find_if(operations_.begin(), operations_.end(),
@@ -116,7 +116,7 @@ void Progress::remove(Operation& operation) {
   std::shared_ptr<Operation> keep = *it;  // alive through finish()
   operations_.erase(it);
   outstanding_.fetch_sub(1);
-  finish(*keep);
+  finish(keep);
 }
 
 void Progress::start_collective(const std::shared_ptr<Operation>& operation, std::function<void()> body,
@@ -131,7 +131,7 @@ void Progress::start_collective(const std::shared_ptr<Operation>& operation, std
 void Progress::start_point_to_point(const std::shared_ptr<Operation>& operation, bool large) {
   // One already complete (an eager send the transport copied, a receive
   // whose message had arrived) never joins the list, nor wakes the thread.
-  if (step(*operation) == Step::completed) return finish(*operation);
+  if (step(*operation) == Step::completed) return finish(operation);
   add_point_to_point(operation, large);
 }
 
@@ -165,12 +165,20 @@ Progress::Step Progress::step(Operation& operation) {
   return Step::completed;
 }
 
-void Progress::finish(Operation& operation) noexcept {
+void Progress::finish(const std::shared_ptr<Operation>& finished) noexcept {
+  Operation& operation = *finished;
   if (operation.on_complete) {
     try {
       operation.on_complete(operation);
     } catch (const std::exception& e) {
       if (!operation.error) operation.error = as_error(e);
+    }
+  }
+  if (operation.error && failure_note_) {
+    try {
+      failure_note_(finished);
+    } catch (const std::exception& e) {
+      log::warn("keeping the failure of ", operation.name, " for finalize's report failed: ", e.what());
     }
   }
   operation.complete.store(true, std::memory_order_release);
@@ -203,7 +211,7 @@ int Progress::advance() {
       if (result == Step::completed) {
         operations_.erase(operations_.begin() + static_cast<std::ptrdiff_t>(i));
         outstanding_.fetch_sub(1);
-        finish(*operation);
+        finish(operation);
         ++moved;
         continue;
       }

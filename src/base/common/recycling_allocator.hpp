@@ -5,16 +5,26 @@
 // Why: an application posts a window of requests (osu_bw: 64 isends) and
 // then frees them together; glibc's per-thread cache keeps 7 blocks of a
 // size, so most of a window took malloc's slow path, about 250
-// instructions each (callgrind, docs/performance.md "Message rate"). A
-// free list under a lock costs a fraction of that; objects may be freed
-// on another thread (the progress thread) than the one that made them.
-// The lock is a FutexLock: std::mutex's two calls into libc cost about 55
-// instructions per allocation or free, more than the rest of it.
+// instructions each (callgrind, docs/performance.md "Message rate").
+//
+// Each thread keeps up to kLocalKept freed objects of a type in a list of
+// its own, taken and given back with no atomic instruction: a locked one
+// costs about 5 ns on this project's hosts, and a pool behind a lock took
+// four per object (take, give back, each a lock and an unlock), a tenth of
+// a small receive's time (perf, docs/performance.md). Past that, and for a
+// thread whose list is empty, a shared pool behind a FutexLock moves
+// objects a batch at a time: objects may be freed on another thread (the
+// progress thread) than the one that made them. A thread that exits gives
+// its list to the shared pool (a pthread key's destructor); the main
+// thread's stays reachable from its thread-local storage until exit.
 #pragma once
 
 #include "common/futex_lock.hpp"
 
+#include <pthread.h>
+
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -40,12 +50,12 @@ class RecyclingAllocator {
 
   T* allocate(std::size_t n) {
     if (kRecycleObjects && n == 1) {
-      Pool& pool = pool_of();
-      std::lock_guard lock(pool.mutex);
-      if (!pool.free.empty()) {
-        void* memory = pool.free.back();
-        pool.free.pop_back();
-        return static_cast<T*>(memory);
+      Local& local = local_list();
+      if (local.head != nullptr || refill(local)) {
+        Node* node = local.head;
+        local.head = node->next;
+        --local.count;
+        return reinterpret_cast<T*>(node);
       }
     }
     return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{alignof(T)}));
@@ -53,16 +63,12 @@ class RecyclingAllocator {
 
   void deallocate(T* memory, std::size_t n) noexcept {
     if (kRecycleObjects && n == 1) {
-      Pool& pool = pool_of();
-      std::lock_guard lock(pool.mutex);
-      if (pool.free.size() < kKept) {
-        try {
-          pool.free.push_back(memory);
-          return;
-        } catch (...) {
-          // no room to remember it: give it back below
-        }
-      }
+      Local& local = local_list();
+      if (local.count >= kLocalKept) spill(local);
+      if (!local.registered) register_thread(local);
+      local.head = ::new (static_cast<void*>(memory)) Node{local.head};
+      ++local.count;
+      return;
     }
     ::operator delete(memory, n * sizeof(T), std::align_val_t{alignof(T)});
   }
@@ -72,18 +78,104 @@ class RecyclingAllocator {
     return true;
   }
 
- private:
-  static constexpr std::size_t kKept = 4096;  // free objects kept per type; more go back to the heap
+  // For tests: objects kept by this thread's list and by the shared pool.
+  static std::size_t kept_by_this_thread() { return local_list().count; }
+  static std::size_t kept_in_shared_pool() {
+    Shared& shared = shared_pool();
+    std::lock_guard lock(shared.mutex);
+    return shared.free.size();
+  }
+  static constexpr std::size_t kLocalKept = 256;  // per thread and type
+  static constexpr std::size_t kBatch = 64;       // moved to or from the shared pool at once
+  static constexpr std::size_t kSharedKept = 4096;  // more than this go back to the heap
 
-  struct Pool {
+ private:
+  struct Node {
+    Node* next;
+  };
+  static_assert(sizeof(T) >= sizeof(Node) && alignof(T) >= alignof(Node));
+
+  // Trivially destructible, so usable during static destruction (an object
+  // may be freed then) and with no guard on each access.
+  struct Local {
+    Node* head;
+    std::uint32_t count;
+    bool registered;  // the pthread key holds it: given back at thread exit
+  };
+  // initial-exec: one load through %fs. The default model for a shared
+  // library calls __tls_get_addr, which cost about 27 instructions a call
+  // here (callgrind), more than the list itself. The few bytes this takes
+  // fit the static TLS that glibc keeps for libraries loaded by dlopen (the
+  // torch extension), as transports/ofi/stall_escape.hpp's already do.
+  static Local& local_list() {
+    static thread_local Local local __attribute__((tls_model("initial-exec"))) = {nullptr, 0, false};
+    return local;
+  }
+
+  struct Shared {
     FutexLock mutex;
     std::vector<void*> free;
+    pthread_key_t key{};
+    bool have_key = false;
   };
   // Never destroyed: an object may be freed during static destruction; what
   // the pool holds stays reachable.
-  static Pool& pool_of() {
-    static auto* pool = new Pool;
-    return *pool;
+  static Shared& shared_pool() {
+    static auto* shared = [] {
+      auto* made = new Shared;
+      made->have_key = pthread_key_create(&made->key, &give_back_at_exit) == 0;
+      return made;
+    }();
+    return *shared;
+  }
+
+  // Takes up to a batch from the shared pool; false if it had none.
+  static bool refill(Local& local) {
+    Shared& shared = shared_pool();
+    std::lock_guard lock(shared.mutex);
+    if (shared.free.empty()) return false;
+    for (std::size_t moved = 0; moved < kBatch && !shared.free.empty(); ++moved) {
+      local.head = ::new (shared.free.back()) Node{local.head};
+      shared.free.pop_back();
+      ++local.count;
+    }
+    return true;
+  }
+
+  // Gives a batch to the shared pool (the heap, past its limit).
+  static void spill(Local& local) noexcept {
+    Shared& shared = shared_pool();
+    std::lock_guard lock(shared.mutex);
+    for (std::size_t moved = 0; moved < kBatch && local.head != nullptr; ++moved) {
+      Node* node = local.head;
+      local.head = node->next;
+      --local.count;
+      if (!keep_shared(shared, node)) ::operator delete(static_cast<void*>(node), sizeof(T), std::align_val_t{alignof(T)});
+    }
+  }
+
+  static bool keep_shared(Shared& shared, void* memory) noexcept {
+    if (shared.free.size() >= kSharedKept) return false;
+    try {
+      shared.free.push_back(memory);
+      return true;
+    } catch (...) {
+      return false;  // no room to remember it
+    }
+  }
+
+  // Asked once a thread: if the key cannot be had or set, that thread's
+  // list is lost when it exits (at most kLocalKept objects).
+  static void register_thread(Local& local) noexcept {
+    Shared& shared = shared_pool();
+    if (shared.have_key) (void)pthread_setspecific(shared.key, &local);
+    local.registered = true;
+  }
+
+  static void give_back_at_exit(void* value) {
+    auto& local = *static_cast<Local*>(value);
+    while (local.head != nullptr) spill(local);
+    local.registered = false;  // a later free on this thread registers again
   }
 };
 

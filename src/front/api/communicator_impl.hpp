@@ -20,6 +20,7 @@
 #include "topology/placement.hpp"
 #include "transports/transport.hpp"
 #include "common/error.hpp"
+#include "common/recycling_allocator.hpp"
 
 #include <chorus/chorus.hpp>
 
@@ -126,9 +127,8 @@ struct Session {
   // reported somewhere, and the echo of a failure already reported is not.
   std::vector<std::shared_ptr<p2p::Operation>> failed_operations;
   std::vector<std::string> reported_failures;
-  void note_failure(p2p::Operation& operation) {
-    if (operation.error) failed_operations.push_back(operation.shared_from_this());
-  }
+  // Progress' failure note (enable_operations): every operation that failed.
+  void note_failure(const std::shared_ptr<p2p::Operation>& operation) { failed_operations.push_back(operation); }
   void note_reported(const Error& error) {
     if (std::find(reported_failures.begin(), reported_failures.end(), error.what()) == reported_failures.end()) {
       reported_failures.emplace_back(error.what());
@@ -177,12 +177,20 @@ struct Session {
   p2p::Progress* operations();
 };
 
-// What a Request holds: the operation, and the session that advances it
-// (kept alive while a request may still wait).
-struct RequestState {
+// What a Request holds: the operation itself, with the session that
+// advances it (kept alive while a request may still wait). One object, so
+// a request is one allocation (recycled) and one reference count, not two.
+// Progress' lists hold it too while it is outstanding, and with it the
+// session: the world communicator's finalize drops the engine, and with it
+// those lists, so that cycle ends there.
+struct RequestState final : p2p::Operation {
+  RequestState(std::shared_ptr<Session> owner, const char* what) : p2p::Operation(what), session(std::move(owner)) {}
   std::shared_ptr<Session> session;
-  std::shared_ptr<p2p::Operation> operation;
 };
+// A request's state, recycled (common/recycling_allocator.hpp).
+inline std::shared_ptr<RequestState> make_request_state(std::shared_ptr<Session> session, const char* what) {
+  return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, std::move(session), what);
+}
 
 // The digest of a non-blocking call: its blocking twin's, changed, so that
 // a rank calling iallreduce where the others call allreduce is refused by
@@ -374,7 +382,7 @@ class CommunicatorImpl {
   void verify_same_call(const CallRecord& mine, p2p::CallTag call, coll::Scratch& scratch, bool on_fiber);
   // Non-blocking helpers.
   std::shared_ptr<RequestState> completed_request(const char* what) const;
-  // An isend's operation, to be given its engine request.
+  // An isend's operation (a RequestState), to be given its engine request.
   std::shared_ptr<p2p::Operation> send_operation(int peer, int tag, size_t bytes);
   // send's and isend's checks and call record (under the lock): the peer's
   // engine rank. Inline with the helpers below: on every message's path.

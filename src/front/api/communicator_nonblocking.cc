@@ -6,7 +6,6 @@
 #include "api/user_tag.hpp"
 
 #include "common/error.hpp"
-#include "common/recycling_allocator.hpp"
 
 #include <iterator>
 
@@ -20,6 +19,7 @@ constexpr size_t kLargeOperationBytes = 64 * 1024;
 }  // namespace
 
 void Session::enable_operations(p2p::Progress& progress) {
+  progress.set_failure_note([this](const std::shared_ptr<p2p::Operation>& failed) { note_failure(failed); });
   progress.enable_operations(mutex, settings.progress == "thread",
                              p2p::ProgressThreadPlace{progress_cpus, settings.report_bindings, job.rank});
 }
@@ -30,9 +30,9 @@ p2p::Progress* Session::operations() {
 }
 
 std::shared_ptr<RequestState> CommunicatorImpl::completed_request(const char* what) const {
-  auto operation = std::allocate_shared<p2p::Operation>(RecyclingAllocator<p2p::Operation>{}, what);
-  operation->complete.store(true);
-  return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, RequestState{session_, std::move(operation)});
+  std::shared_ptr<RequestState> state = make_request_state(session_, what);
+  state->complete.store(true);
+  return state;
 }
 
 std::shared_ptr<coll::Scratch> CommunicatorImpl::take_scratch() {
@@ -76,7 +76,8 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
     spare_scratch_.push_back(std::move(scratch));
     return completed_request(name);
   }
-  auto operation = std::allocate_shared<p2p::Operation>(RecyclingAllocator<p2p::Operation>{}, name);
+  // Moved, not copied, between the two types (no reference count taken).
+  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, name);
   operation->owner = this;
   operation->call = *calls_made_;
   coll::Scratch* const call_scratch = scratch.get();
@@ -88,33 +89,32 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
     --outstanding_operations_;
     if (done.resources) spare_scratch_.push_back(std::static_pointer_cast<coll::Scratch>(std::move(done.resources)));
     if (done.error && !sticky_error_) become_unusable(*done.error);  // a detached one's error still counts
-    session_->note_failure(done);
   };
   const bool large = payload_bytes(op, args, size()) >= kLargeOperationBytes;
   session_->nonblocking().start_collective(
       operation,
       [this, prepared, call_scratch, keep = std::move(keep)] { execute(prepared, *call_scratch, /*on_fiber=*/true); },
       large);
-  return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, RequestState{session_, std::move(operation)});
+  return std::static_pointer_cast<RequestState>(std::move(operation));
 }
 
 namespace {
 // Every send complete at its start (eager: the transport copied it) shares
 // one completed operation, which has nothing to report, and the request
-// holds it without a reference count: such a send makes no Operation and
-// no RequestState, and its wait frees nothing.
+// holds it without a reference count: such a send makes no RequestState,
+// and its wait frees nothing.
 std::shared_ptr<RequestState> finished_send_state() {
   static RequestState* const state = [] {  // never destroyed: requests may outlive static destruction
-    auto operation = std::make_shared<p2p::Operation>("isend");
-    operation->complete.store(true);
-    return new RequestState{nullptr, std::move(operation)};
+    auto* made = new RequestState(nullptr, "isend");
+    made->complete.store(true);
+    return made;
   }();
   return std::shared_ptr<RequestState>(std::shared_ptr<RequestState>(), state);
 }
 }  // namespace
 
 std::shared_ptr<p2p::Operation> CommunicatorImpl::send_operation(int peer, int tag, size_t bytes) {
-  auto operation = std::allocate_shared<p2p::Operation>(RecyclingAllocator<p2p::Operation>{}, "isend");
+  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, "isend");
   operation->owner = this;
   operation->peer = peer;
   operation->tag = tag;
@@ -124,7 +124,6 @@ std::shared_ptr<p2p::Operation> CommunicatorImpl::send_operation(int peer, int t
       done.error = become_unusable(
           Error(done.error->status(), concat("isend on rank ", rank_, " failed: ", done.error->what()), done.error->peer()));
     }
-    session_->note_failure(done);
   };
   return operation;
 }
@@ -135,7 +134,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
   p2p::Engine& engine = *session_->engine;
   // Made before the send is posted (an allocation failure then posts nothing)
   // unless the send completes as it is posted (the engine's own test).
-  std::shared_ptr<p2p::Operation> operation;
+  std::shared_ptr<p2p::Operation> operation;  // a RequestState
   if (!engine.sends_at_once(engine_peer, bytes)) operation = send_operation(peer, tag, bytes);
   p2p::Request request;
   guarded("isend",
@@ -143,7 +142,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size
   if (!operation) return finished_send_state();
   operation->request = request;
   session_->nonblocking().start_point_to_point(operation, bytes >= kLargeOperationBytes);
-  return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, RequestState{session_, std::move(operation)});
+  return std::static_pointer_cast<RequestState>(std::move(operation));
 }
 
 std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t bytes, int peer, int tag) {
@@ -154,7 +153,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "irecv");
   note_call(0, "irecv", engine_peer);
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
-  auto operation = std::allocate_shared<p2p::Operation>(RecyclingAllocator<p2p::Operation>{}, "irecv");
+  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, "irecv");  // a RequestState
   operation->owner = this;
   operation->peer = peer;
   operation->tag = tag;
@@ -171,14 +170,13 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
       done.error = Error(done.error->status(), concat("irecv on rank ", rank_, " failed: ", done.error->what()),
                          done.error->peer());
       if (sticky && !sticky_error_) become_unusable(*done.error);
-      session_->note_failure(done);
       return;
     }
     const int source = rank_of_engine_rank_[static_cast<size_t>(done.completion.source)];
     done.received = Received{source, p2p::CallTag::user_tag_of(done.completion.tag), done.completion.bytes};
   };
   session_->nonblocking().start_point_to_point(operation, bytes >= kLargeOperationBytes);
-  return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, RequestState{session_, std::move(operation)});
+  return std::static_pointer_cast<RequestState>(std::move(operation));
 }
 
 // --- chorus::Request -------------------------------------------------------------
@@ -196,7 +194,7 @@ Request::~Request() = default;
 namespace {
 // Takes the finished operation out of `request`, keeping what it received.
 void settle(std::shared_ptr<RequestState>& state, Received& received) {
-  received = state->operation->received;
+  received = state->received;
   state.reset();
 }
 }  // namespace
@@ -204,7 +202,7 @@ void settle(std::shared_ptr<RequestState>& state, Received& received) {
 void Request::wait() {
   if (!state_) return;
   const std::shared_ptr<RequestState> state = std::move(state_);  // empty whatever the outcome
-  p2p::Operation& operation = *state->operation;
+  p2p::Operation& operation = *state;
   if (!operation.complete.load(std::memory_order_acquire)) {
     p2p::Progress* progress = state->session->operations();
     if (progress == nullptr) fail(Status::finalized, "wait on a request whose communicator was finalized");
@@ -224,7 +222,7 @@ void Request::wait() {
 
 bool Request::test() {
   if (!state_) return true;
-  p2p::Operation& operation = *state_->operation;
+  p2p::Operation& operation = *state_;
   bool done = operation.complete.load(std::memory_order_acquire);
   if (!done) {
     try {
@@ -272,7 +270,7 @@ size_t wait_any(std::span<Request> requests) {
     for (Request& request : requests) {
       if (!request.active()) continue;
       RequestState& state = *request.state_;
-      operations.push_back(state.operation.get());
+      operations.push_back(&state);
       progress = state.session->operations();
     }
     if (progress != nullptr) progress->wait_any(operations);
