@@ -62,7 +62,7 @@ std::shared_ptr<Operation> Progress::unlist(Operation& operation) {
   }
   point_to_point_.pop_back();
   operation.listed_at = Operation::kNotListed;
-  outstanding_.fetch_sub(1);
+  drop_outstanding();
   return keep;
 }
 
@@ -115,7 +115,7 @@ void Progress::remove(Operation& operation) {
   if (it == operations_.end()) return;
   std::shared_ptr<Operation> keep = *it;  // alive through finish()
   operations_.erase(it);
-  outstanding_.fetch_sub(1);
+  drop_outstanding();
   finish(keep);
 }
 
@@ -210,7 +210,7 @@ int Progress::advance() {
       const Step result = step(*operation);
       if (result == Step::completed) {
         operations_.erase(operations_.begin() + static_cast<std::ptrdiff_t>(i));
-        outstanding_.fetch_sub(1);
+        drop_outstanding();
         finish(operation);
         ++moved;
         continue;

@@ -184,12 +184,18 @@ struct Session {
 // session: the world communicator's finalize drops the engine, and with it
 // those lists, so that cycle ends there.
 struct RequestState final : p2p::Operation {
-  RequestState(std::shared_ptr<Session> owner, const char* what) : p2p::Operation(what), session(std::move(owner)) {}
+  template <class... OnComplete>
+  RequestState(std::shared_ptr<Session> owner, const char* what, OnComplete&&... complete)
+      : p2p::Operation(what, std::forward<OnComplete>(complete)...), session(std::move(owner)) {}
   std::shared_ptr<Session> session;
 };
-// A request's state, recycled (common/recycling_allocator.hpp).
-inline std::shared_ptr<RequestState> make_request_state(std::shared_ptr<Session> session, const char* what) {
-  return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, std::move(session), what);
+// A request's state, recycled (common/recycling_allocator.hpp), with its
+// on_complete if one is given.
+template <class... OnComplete>
+std::shared_ptr<RequestState> make_request_state(const std::shared_ptr<Session>& session, const char* what,
+                                                 OnComplete&&... complete) {
+  return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, session, what,
+                                            std::forward<OnComplete>(complete)...);
 }
 
 // The digest of a non-blocking call: its blocking twin's, changed, so that

@@ -77,19 +77,18 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
     return completed_request(name);
   }
   // Moved, not copied, between the two types (no reference count taken).
-  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, name);
-  operation->owner = this;
-  operation->call = *calls_made_;
-  coll::Scratch* const call_scratch = scratch.get();
-  operation->resources = std::move(scratch);
-  ++outstanding_operations_;
-  operation->on_complete = [this](p2p::Operation& done) {
+  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, name, [this](p2p::Operation& done) {
     // Under the lock. The communicator outlives its operations: finalize
     // completes them first.
     --outstanding_operations_;
     if (done.resources) spare_scratch_.push_back(std::static_pointer_cast<coll::Scratch>(std::move(done.resources)));
     if (done.error && !sticky_error_) become_unusable(*done.error);  // a detached one's error still counts
-  };
+  });
+  operation->owner = this;
+  operation->call = *calls_made_;
+  coll::Scratch* const call_scratch = scratch.get();
+  operation->resources = std::move(scratch);
+  ++outstanding_operations_;
   const bool large = payload_bytes(op, args, size()) >= kLargeOperationBytes;
   session_->nonblocking().start_collective(
       operation,
@@ -114,17 +113,16 @@ std::shared_ptr<RequestState> finished_send_state() {
 }  // namespace
 
 std::shared_ptr<p2p::Operation> CommunicatorImpl::send_operation(int peer, int tag, size_t bytes) {
-  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, "isend");
-  operation->owner = this;
-  operation->peer = peer;
-  operation->tag = tag;
-  operation->bytes = bytes;
-  operation->on_complete = [this](p2p::Operation& done) {
+  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, "isend", [this](p2p::Operation& done) {
     if (done.error && !sticky_error_) {
       done.error = become_unusable(
           Error(done.error->status(), concat("isend on rank ", rank_, " failed: ", done.error->what()), done.error->peer()));
     }
-  };
+  });
+  operation->owner = this;
+  operation->peer = peer;
+  operation->tag = tag;
+  operation->bytes = bytes;
   return operation;
 }
 
@@ -153,16 +151,8 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "irecv");
   note_call(0, "irecv", engine_peer);
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
-  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, "irecv");  // a RequestState
-  operation->owner = this;
-  operation->peer = peer;
-  operation->tag = tag;
-  operation->bytes = bytes;
-  guarded("irecv", [&] {
-    operation->request = session_->engine->irecv(
-        engine_peer, p2p::CallTag::point_to_point(context_id_, tag == kAnyTag ? 0 : tag), buf, bytes, mask);
-  });
-  operation->on_complete = [this](p2p::Operation& done) {
+  // A RequestState.
+  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, "irecv", [this](p2p::Operation& done) {
     if (done.error) {
       // A message larger than the buffer is the receiver's mistake and
       // leaves the engine consistent (as recv): not sticky.
@@ -174,7 +164,15 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
     }
     const int source = rank_of_engine_rank_[static_cast<size_t>(done.completion.source)];
     done.received = Received{source, p2p::CallTag::user_tag_of(done.completion.tag), done.completion.bytes};
-  };
+  });
+  operation->owner = this;
+  operation->peer = peer;
+  operation->tag = tag;
+  operation->bytes = bytes;
+  guarded("irecv", [&] {
+    operation->request = session_->engine->irecv(
+        engine_peer, p2p::CallTag::point_to_point(context_id_, tag == kAnyTag ? 0 : tag), buf, bytes, mask);
+  });
   session_->nonblocking().start_point_to_point(operation, bytes >= kLargeOperationBytes);
   return std::static_pointer_cast<RequestState>(std::move(operation));
 }
