@@ -221,8 +221,8 @@ void Engine::Impl::withdraw(Slot& slot) {
 
 // A message (eager payload or RTS) arrived: match it or keep it.
 void Engine::Impl::arrive(int source, const MessageHeader& header, const uint8_t* payload, const RtsBody* rts) {
-  if (auto index = posted_.match(source, header.tag)) {
-    return deliver(*index, source, header.tag, header.call_check, header.length, payload, rts);
+  if (const uint32_t index = posted_.match_slot(source, header.tag); index != PostedReceives::kNoSlot) {
+    return deliver(index, source, header.tag, header.call_check, header.length, payload, rts);
   }
   ++counters_.unexpected;
   fail_receives_of_other_calls(source, header.tag, header.call_check);

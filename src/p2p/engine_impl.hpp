@@ -168,6 +168,13 @@ class Engine::Impl final : public transport::Sink {
   int progress() { return poll_transport(); }
   Progress& progress_engine() { return progress_; }
   bool finished(const Request& request) const { return request.finished_send() || finished(lookup(request)); }
+  // For a request finished() said is finished (Progress' step): frees it
+  // and writes what it moved to *done, or throws its error, as wait() does.
+  // In place: wait()'s returned Completion reached the caller through the
+  // stack as narrow stores read back wide (a store-forwarding stall).
+  void take_finished(Request& request, Completion* done) {
+    if (!reap(request, done)) fail(Status::internal, "take_finished on a request that has not finished");
+  }
   size_t unexpected_count() const { return unexpected_.size(); }
   // Requests that have finished (done or failed) so far: Progress steps its
   // operations only when this has changed.

@@ -37,9 +37,14 @@ class PostedReceives {
     ++count_;
   }
 
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
+
   // Removes and returns the earliest posted receive that matches a message
-  // from `source` with `tag`.
-  std::optional<uint32_t> match(int source, Tag tag) {
+  // from `source` with `tag`; kNoSlot if none. A plain integer: an
+  // std::optional<uint32_t> came back through the stack, written as two
+  // narrow stores and read as one wide load (a store-forwarding stall, a
+  // few percent of a small message's receive in perf).
+  uint32_t match_slot(int source, Tag tag) {
     auto& specific = by_source_[static_cast<size_t>(source)];
     auto mine = find(specific, tag);
     if (any_source_.empty()) return take(specific, mine);  // the usual case
@@ -47,6 +52,10 @@ class PostedReceives {
     if (wild == any_source_.end()) return take(specific, mine);
     if (mine == specific.end() || wild->order < mine->order) return take(any_source_, wild);
     return take(specific, mine);
+  }
+  std::optional<uint32_t> match(int source, Tag tag) {
+    const uint32_t slot = match_slot(source, tag);
+    return slot == kNoSlot ? std::nullopt : std::optional<uint32_t>(slot);
   }
 
   // Forgets a receive that failed (it will never match).
@@ -85,8 +94,8 @@ class PostedReceives {
     while (it != entries.end() && !tag_matches(it->tag, it->mask, tag)) ++it;
     return it;
   }
-  std::optional<uint32_t> take(Queue& entries, Queue::iterator it) {
-    if (it == entries.end()) return std::nullopt;
+  uint32_t take(Queue& entries, Queue::iterator it) {
+    if (it == entries.end()) return kNoSlot;
     const uint32_t slot = it->slot;
     if (it == entries.begin()) {
       entries.pop_front();  // receives usually complete in the order posted

@@ -73,9 +73,14 @@ class DriverMutex {
   void unlock() {
     // A progress thread asleep between calls relies on its transport's
     // timer, which this call may have made stale (UD: acks it now owes):
-    // wake it, once. Only a sleeping thread asks for this.
-    const int fd = wake_on_unlock_.load();
+    // wake it, once. Only a sleeping thread asks for this. Looked at after
+    // the release: its exchange (a locked instruction on x86, store-release
+    // then load-acquire on Arm) orders this call's count of
+    // application_locks_ before this load, as the thread's store of the fd
+    // comes before its look at the count (Progress::thread_main); so
+    // either it sees the count and stays awake, or this sees the fd.
     mutex_.unlock();
+    const int fd = wake_on_unlock_.load();
     if (fd >= 0 && wake_on_unlock_.exchange(-1) == fd) signal(fd);
   }
   // For a thread that holds the lock while it waits (a wait's loop): lets
@@ -97,15 +102,19 @@ class DriverMutex {
   // tells from it whether a call ran since it last looked.
   uint64_t application_locks() const { return application_locks_.load(); }
   // The progress thread, before it sleeps (fd: its eventfd) and after (-1).
-  // Sequentially consistent with the count above: a call that the sleeping
-  // thread's last look missed either shows in the count it reads after
-  // this, or finds the fd at its unlock.
+  // Sequentially consistent, before the thread reads the count: a call that
+  // the sleeping thread's last look missed either shows in the count it
+  // reads after this, or finds the fd at its unlock (see unlock()).
   void wake_on_unlock(int fd) { wake_on_unlock_.store(fd); }
 
  private:
   static constexpr int kSpinsBeforeSleep = 4000;
-  // Under the lock: no read-modify-write needed.
-  void count_application_lock() { application_locks_.store(application_locks_.load(std::memory_order_relaxed) + 1); }
+  // Under the lock: no read-modify-write needed, and no fence: unlock()'s
+  // exchange orders it before the look at wake_on_unlock_ (a sequentially
+  // consistent store here was an xchg, a locked instruction every call).
+  void count_application_lock() {
+    application_locks_.store(application_locks_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
   static void signal(int eventfd);
   FutexLock mutex_;  // not std::mutex: a call takes it, see futex_lock.hpp
   std::atomic<int> waiting_{0};

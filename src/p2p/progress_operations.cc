@@ -139,7 +139,7 @@ Progress::Step Progress::step(Operation& operation) {
   if (!operation.fiber) {
     if (!engine_.finished(operation.request)) return Step::waiting;
     try {
-      operation.completion = engine_.wait(operation.request);
+      engine_.take_finished(operation.request, &operation.completion);
     } catch (const std::exception& e) {
       operation.error = as_error(e);
     }

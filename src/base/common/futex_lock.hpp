@@ -24,8 +24,10 @@ class FutexLock {
     // whether others sleep too), which costs its unlock one wake at most.
     while (state_.exchange(kTakenWithSleepers, std::memory_order_acquire) != kFree) sleep_while_taken();
   }
+  // Sequentially consistent (the same instruction on x86): DriverMutex
+  // relies on it to order what the holder stored before its later loads.
   void unlock() {
-    if (state_.exchange(kFree, std::memory_order_release) == kTakenWithSleepers) wake_one();
+    if (state_.exchange(kFree, std::memory_order_seq_cst) == kTakenWithSleepers) wake_one();
   }
 
  private:
