@@ -172,6 +172,9 @@ class RecyclingAllocator {
     local.registered = true;
   }
 
+  // The key's destructor is this library's code: a library unloaded with
+  // dlclose while threads that used it still run would leave the key
+  // pointing at nothing (Python, torch's host, never unloads extensions).
   static void give_back_at_exit(void* value) {
     auto& local = *static_cast<Local*>(value);
     while (local.head != nullptr) spill(local);
