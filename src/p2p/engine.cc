@@ -47,6 +47,7 @@ Request Engine::Impl::isend(int peer, Tag tag, const void* buffer, size_t bytes,
     // (fail_slot leaves finished requests alone, so it must not look done).
     slot.state = Slot::State::posted;
   } else {
+    slot.start_rendezvous_state();
     slot.registration = reg_cache_.acquire(buffer, bytes);
     RtsMessage rts{};
     rts.header = MessageHeader{MessageType::rts, tag, bytes, call_check};
@@ -210,7 +211,7 @@ void Engine::Impl::fail_slot(Slot& slot, const Error& error) {
 // and a peer still acting on the operation is refused the send buffer
 // (its read fails) instead of reading memory that may be freed.
 void Engine::Impl::withdraw(Slot& slot) {
-  if (!slot.registration) return;
+  if (!slot.rendezvous || !slot.registration) return;
   if (slot.reads_outstanding > 0) {
     transport_.cancel_reads(encode_id(Request{slot.index, slot.generation}));
     slot.reads_outstanding = 0;
@@ -277,7 +278,9 @@ void Engine::Impl::deliver_eager(Slot& slot, int source, Tag tag, const uint8_t*
   if (length > slot.capacity) return fail_slot(slot, truncation_error(slot, source, length));
   if (length != 0) copy_bytes(slot.buffer, payload, length);
   slot.state = Slot::State::done;
-  count_finished(slot);
+  ++finished_requests_;
+  // A non-blocking receive completes here; the slot is free when this returns.
+  if (slot.waiter != nullptr) progress_.complete_delivered(slot.waiter);
 }
 
 Error Engine::Impl::truncation_error(const Slot& slot, int source, size_t length) const {

@@ -26,36 +26,46 @@ namespace chorus::p2p {
 
 // Request slots are recycled; the generation tells a stale handle (or a stale
 // FIN/read completion) from the slot's current occupant.
-struct Slot {
+// Three cache lines, on a line of its own: what every request touches
+// (the first two) apart from the rendezvous' state (the third), which an
+// eager message never reads or writes. A window of requests touches each
+// slot in several passes (post, deliver, reap), each after the window's
+// others: every line a pass touches is a cache miss (docs/performance.md).
+struct alignas(64) Slot {
   enum class Kind : uint8_t { send, recv };
   enum class State : uint8_t { free, posted, awaiting_fin, reading, done, failed };
 
+  // --- line 0: the request and its match ---
   Kind kind = Kind::send;
   State state = State::free;
+  bool rendezvous = false;  // the third line is in use (reset by reuse(), not before)
   uint32_t generation = 0;
   int peer = 0;
+  uint32_t index = 0;  // its place in the engine's slot table (fixed)
   Tag tag = 0;
   Tag tag_mask = kExactTag;
   CallCheck check;     // receives: the call it belongs to (digest 0: any)
-  uint32_t index = 0;  // its place in the engine's slot table (fixed)
   void* buffer = nullptr;
   size_t capacity = 0;
+  // --- line 1: the outcome ---
   Completion result;
+  // The point-to-point operation of Progress that awaits this request: it
+  // is told (Progress::complete_delivered, Engine::Impl::finished_waiters)
+  // when the request finishes.
+  void* waiter = nullptr;
   std::optional<Error> error;
-  // Rendezvous state.
+  // --- line 2: rendezvous state, valid while `rendezvous` (start_rendezvous_state()) ---
   std::shared_ptr<transport::MemoryRegion> registration;
   transport::RemoteBuffer remote;
   uint64_t remote_send_id = 0;
   size_t read_total = 0;
   size_t read_next = 0;
   int reads_outstanding = 0;
-  // The point-to-point operation of Progress that awaits this request: it
-  // is told (Engine::Impl::finished_waiters) when the request finishes.
-  void* waiter = nullptr;
 
   // Takes the slot for a new request: every field but the generation back to
   // its initial value, field by field (assigning a fresh Slot costs more
   // than the rest of a small send). A new field must be reset here too.
+  // The rendezvous line only if a rendezvous used it.
   void reuse(Kind new_kind, int new_peer, Tag new_tag) {
     ++generation;
     kind = new_kind;
@@ -67,16 +77,22 @@ struct Slot {
     buffer = nullptr;
     capacity = 0;
     result = Completion{};
-    error.reset();
-    registration.reset();
-    remote = transport::RemoteBuffer{};
-    remote_send_id = 0;
-    read_total = 0;
-    read_next = 0;
-    reads_outstanding = 0;
     waiter = nullptr;
+    error.reset();
+    if (rendezvous) {
+      registration.reset();
+      remote = transport::RemoteBuffer{};
+      remote_send_id = 0;
+      read_total = 0;
+      read_next = 0;
+      reads_outstanding = 0;
+      rendezvous = false;
+    }
   }
+  // Before the first write to the rendezvous line.
+  void start_rendezvous_state() { rendezvous = true; }
 };
+static_assert(sizeof(Slot) == 192, "a slot is three cache lines (see above)");
 
 // The engine's slots, in chunks that never move: a Slot& stays valid as the
 // table grows (as in a std::deque), and finding slot i costs two loads (a
@@ -268,7 +284,7 @@ class Engine::Impl final : public transport::Sink {
 
   void release(uint32_t index) {
     Slot& slot = slots_[index];
-    slot.registration.reset();
+    if (slot.rendezvous) slot.registration.reset();
     slot.state = Slot::State::free;
     free_slots_.push_back(index);
   }

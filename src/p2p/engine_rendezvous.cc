@@ -10,6 +10,7 @@ namespace chorus::p2p {
 void Engine::Impl::start_rendezvous(uint32_t index, int source, Tag tag, size_t length, const RtsBody& rts) {
   Slot& slot = slots_[index];
   slot.result = Completion{source, tag, length};
+  slot.start_rendezvous_state();
   slot.remote_send_id = rts.send_id;
   if (length > slot.capacity) {
     deferred_fins_.push_back({source, rts.send_id});  // the sender's part is over either way

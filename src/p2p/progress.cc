@@ -209,7 +209,7 @@ bool Progress::sleep_on(int transport_fd, int wake_fd, std::chrono::microseconds
 }
 
 void Progress::suspend_until(const Request& request) {
-  Operation& operation = *running_;
+  CollectiveState& operation = *running_->collective;
   // An abort wins over a request that failed meanwhile: finalize's
   // cancellation names each operation, while its requests may have failed
   // with another one's error (the communicator's abandon_all).

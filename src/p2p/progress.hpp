@@ -139,56 +139,59 @@ class Unlocked {
   DriverMutex* mutex_;
 };
 
-// Made by std::make_shared (chorus' RequestState derives from it). No
+// A collective operation's own state (null in a point-to-point one).
+struct CollectiveState {
+  std::unique_ptr<Fiber> fiber;  // its algorithm; gone once it finished
+  p2p::Request awaited;          // the request its algorithm waits on now
+  std::chrono::steady_clock::time_point awaited_since{};
+  std::optional<Error> abort;    // thrown at the algorithm's next wait
+  uint64_t call = 0;             // its call number on its communicator (finalize's report)
+  // What the operation's owner keeps alive until it completes (its
+  // scratch, handed back to its communicator by on_complete).
+  std::shared_ptr<void> resources;
+};
+
+// Made by std::allocate_shared (chorus' RequestState derives from it). No
 // enable_shared_from_this: its weak reference cost every operation two
 // locked instructions and the cold path of the last release; Progress
 // hands the owning pointer of a failed one to its failure note instead.
+// A point-to-point operation's whole state, with RequestState's and the
+// control block, is three cache lines (recycled on a line of their own):
+// a window of requests touches each in several passes, each after the
+// window's others, and every line is a miss a pass (docs/performance.md).
 struct Operation {
   explicit Operation(const char* what) : name(what) {}
-  // With its on_complete built in place: assigning a std::function goes
-  // through a temporary whose 16-byte move reads what two narrower stores
-  // just wrote, a store-forwarding stall that was a fifth of an irecv's
-  // own time (perf).
-  template <class OnComplete>
-  Operation(const char* what, OnComplete&& complete) : name(what), on_complete(std::forward<OnComplete>(complete)) {}
+  Operation(const char* what, void (*complete)(Operation&)) : name(what), on_complete(complete) {}
 
   const char* name;  // "iallreduce", "isend", ... for messages
   std::atomic<bool> complete{false};
-  std::optional<Error> error;  // written before `complete` is set
-  const void* owner = nullptr;  // the communicator that started it
-
-  // A collective: its fiber and the request its algorithm waits on now.
-  std::unique_ptr<Fiber> fiber;
-  p2p::Request awaited;
-  std::chrono::steady_clock::time_point awaited_since{};
-  std::optional<Error> abort;  // thrown at the algorithm's next wait
-
   // Set once a wait or test has thrown `error` to the application.
   std::atomic<bool> error_reported{false};
-
-  // What it is, for finalize's report of what it cancelled: a collective's
-  // call number on its communicator; a point-to-point operation's peer (the
-  // communicator's rank, -1: any), user tag (-1: any) and bytes.
-  uint64_t call = 0;
-  int peer = -1;
-  int tag = -1;
-  size_t bytes = 0;
+  void* owner = nullptr;  // the communicator that started it
+  // Runs under the lock when the operation completes (returns scratch,
+  // records a sticky error, translates ranks); `owner` is its context.
+  // Must not throw. A function pointer, not a std::function: 24 bytes
+  // less, and no manager call to destroy it.
+  void (*on_complete)(Operation&) = nullptr;
+  std::optional<Error> error;  // written before `complete` is set
 
   // Point-to-point: the engine request and, once done, what it moved.
   p2p::Request request;
-  size_t listed_at = kNotListed;  // its place in Progress' point-to-point list
-  static constexpr size_t kNotListed = static_cast<size_t>(-1);
+  uint32_t listed_at = kNotListed;  // its place in Progress' point-to-point list
+  static constexpr uint32_t kNotListed = static_cast<uint32_t>(-1);
+  // What it is, for finalize's report of what it cancelled: a
+  // point-to-point operation's peer (the communicator's rank, -1: any),
+  // user tag (-1: any) and bytes.
+  int peer = -1;
   uint64_t sequence = 0;  // the order operations were started in (finalize's report)
   p2p::Completion completion;
   Received received;  // in the communicator's ranks (set by on_complete)
+  int tag = -1;
+  size_t bytes = 0;
 
-  // What the operation's owner keeps alive until it completes (a
-  // collective's scratch, handed back to its communicator by on_complete).
-  std::shared_ptr<void> resources;
-
-  // Runs under the lock when the operation completes (returns scratch,
-  // records a sticky error, translates ranks). Must not throw.
-  std::function<void(Operation&)> on_complete;
+  std::unique_ptr<CollectiveState> collective;
+  // A collective whose algorithm has not finished.
+  Fiber* fiber() const { return collective ? collective->fiber.get() : nullptr; }
 };
 
 // Where the progress thread runs (placement's plan; docs/placement.md).
@@ -319,6 +322,13 @@ class Progress {
 
   // Under the lock: resumes what can move on.
   int advance();
+  // Under the lock, from inside a poll: the engine has just delivered an
+  // eager message into the request of `waiter` (a listed point-to-point
+  // operation), which finished without error. Completes it now, while its
+  // slot and the operation are in cache, instead of naming it for the next
+  // advance() (a second pass over a window's requests, each evicted by the
+  // window's others: a cache miss or more per object).
+  void complete_delivered(void* waiter) noexcept;
   // Under the lock: for a transport that needs progress between calls (UD):
   // starts the progress thread now, not with the first non-blocking call.
   void serve_between_calls();

@@ -45,7 +45,8 @@ void Progress::add(const std::shared_ptr<Operation>& operation, bool large) {
 
 void Progress::add_point_to_point(const std::shared_ptr<Operation>& operation, bool large) {
   operation->sequence = next_sequence_++;
-  operation->listed_at = point_to_point_.size();
+  // An index, 32 bits: more than 4 billion outstanding operations do not fit in memory.
+  operation->listed_at = static_cast<uint32_t>(point_to_point_.size());
   point_to_point_.push_back(operation);
   engine_.set_waiter(operation->request, operation.get());
   outstanding_.fetch_add(1);
@@ -54,7 +55,7 @@ void Progress::add_point_to_point(const std::shared_ptr<Operation>& operation, b
 }
 
 std::shared_ptr<Operation> Progress::unlist(Operation& operation) {
-  const size_t at = operation.listed_at;
+  const uint32_t at = operation.listed_at;
   std::shared_ptr<Operation> keep = std::move(point_to_point_[at]);
   if (at + 1 != point_to_point_.size()) {
     point_to_point_[at] = std::move(point_to_point_.back());
@@ -93,6 +94,18 @@ int Progress::complete_finished_point_to_point() {
   return moved;
 }
 
+void Progress::complete_delivered(void* waiter) noexcept {
+  auto* operation = static_cast<Operation*>(waiter);
+  if (operation->listed_at == Operation::kNotListed) return;  // cannot happen: only a listed one is a waiter
+  try {
+    engine_.take_finished(operation->request, &operation->completion);
+  } catch (const std::exception& e) {
+    operation->error = as_error(e);  // cannot happen either: the request finished without error
+  }
+  std::shared_ptr<Operation> keep = unlist(*operation);  // alive through finish()
+  finish(keep);
+}
+
 std::vector<std::shared_ptr<Operation>> Progress::outstanding_operations() const {
   std::vector<std::shared_ptr<Operation>> all(operations_);
   all.insert(all.end(), point_to_point_.begin(), point_to_point_.end());
@@ -121,7 +134,8 @@ void Progress::remove(Operation& operation) {
 
 void Progress::start_collective(const std::shared_ptr<Operation>& operation, std::function<void()> body,
                                 bool large) {
-  operation->fiber = std::make_unique<Fiber>(std::move(body), kFiberStackBytes);
+  if (!operation->collective) operation->collective = std::make_unique<CollectiveState>();
+  operation->collective->fiber = std::make_unique<Fiber>(std::move(body), kFiberStackBytes);
   add(operation, large);
   // Run it to its first wait now: its first messages leave before the
   // caller goes back to computing.
@@ -136,7 +150,7 @@ void Progress::start_point_to_point(const std::shared_ptr<Operation>& operation,
 }
 
 Progress::Step Progress::step(Operation& operation) {
-  if (!operation.fiber) {
+  if (!operation.fiber()) {
     if (!engine_.finished(operation.request)) return Step::waiting;
     try {
       engine_.take_finished(operation.request, &operation.completion);
@@ -145,23 +159,24 @@ Progress::Step Progress::step(Operation& operation) {
     }
     return Step::completed;
   }
-  if (operation.awaited.valid() && !operation.abort && !engine_.finished(operation.awaited)) return Step::waiting;
+  CollectiveState& collective = *operation.collective;
+  if (collective.awaited.valid() && !collective.abort && !engine_.finished(collective.awaited)) return Step::waiting;
   Operation* const outer = running_;
   running_ = &operation;
-  operation.fiber->resume();
+  collective.fiber->resume();
   running_ = outer;
   // A fiber that waits on memory (the shm board), not on an engine request,
   // moves only when resumed: advance() must walk again, wherever it ran.
-  if (!operation.fiber->finished()) {
+  if (!collective.fiber->finished()) {
     walk_again_ = true;
     return Step::advanced;
   }
   try {
-    operation.fiber->rethrow_if_failed();
+    collective.fiber->rethrow_if_failed();
   } catch (const std::exception& e) {
     operation.error = as_error(e);
   }
-  operation.fiber.reset();  // its stack goes now, not with the last Request
+  collective.fiber.reset();  // its stack goes now, not with the last Request
   return Step::completed;
 }
 
@@ -202,7 +217,7 @@ int Progress::advance() {
       const Operation& listed = *operations_[i];
       // A point-to-point operation whose request is pending (step() would
       // say so), without touching its reference count.
-      if (!listed.fiber && !engine_.finished(listed.request)) {
+      if (!listed.fiber() && !engine_.finished(listed.request)) {
         ++i;
         continue;
       }
@@ -229,9 +244,9 @@ int Progress::advance() {
 
 void Progress::fail(Operation& operation, const Error& error) {
   if (operation.complete.load(std::memory_order_relaxed)) return;
-  if (operation.fiber) {
+  if (operation.fiber()) {
     // The algorithm throws at its wait and unwinds on its own stack.
-    operation.abort = error;
+    operation.collective->abort = error;
     if (step(operation) != Step::completed) {
       walk_again_ = true;
       return;
@@ -249,7 +264,7 @@ void Progress::fail_all(const Error& error) {
 
 bool Progress::drive(Operation& operation) {
   if (operation.complete.load(std::memory_order_acquire)) return true;
-  const p2p::Request pending = operation.fiber ? operation.awaited : operation.request;
+  const p2p::Request pending = operation.fiber() ? operation.collective->awaited : operation.request;
   try {
     if (pending.valid()) {
       engine_.progress_until(pending, [&] { return operation.complete.load(std::memory_order_relaxed); });
@@ -315,7 +330,7 @@ size_t Progress::wait_any(const std::vector<Operation*>& operations) {
       }
     }
     if (target == nullptr) continue;  // all completed since the look above: it returns now
-    const p2p::Request pending = target->fiber ? target->awaited : target->request;
+    const p2p::Request pending = target->fiber() ? target->collective->awaited : target->request;
     try {
       if (pending.valid()) {
         engine_.progress_until(pending, [&] { return first_complete().has_value(); });
@@ -374,8 +389,8 @@ void Progress::cancel_all(const std::function<Error(const Operation&)>& why) {
   // all, each with its own error (a completion may abandon the rest).
   for (const auto& operation : doomed) {
     Error error = why(*operation);
-    if (operation->fiber) {
-      operation->abort = std::move(error);
+    if (operation->fiber()) {
+      operation->collective->abort = std::move(error);
     } else if (operation->request.valid()) {
       engine_.cancel(operation->request, error);
     } else if (!operation->error) {
@@ -389,7 +404,8 @@ void Progress::cancel_all(const std::function<Error(const Operation&)>& why) {
     fail_all(as_error(e));
   }
   for (const auto& operation : outstanding_operations()) {
-    fail(*operation, operation->abort ? *operation->abort : why(*operation));
+    const CollectiveState* collective = operation->collective.get();
+    fail(*operation, collective != nullptr && collective->abort ? *collective->abort : why(*operation));
   }
 }
 
@@ -401,10 +417,10 @@ void Progress::check_stalled(Clock::time_point now) {
     bool stalled = false;
     Clock::time_point latest_stall{};
     for (const auto& operation : operations_) {
-      if (operation->fiber && operation->awaited.valid() &&
-          now - operation->awaited_since >= ProgressRules::kFailureProbeInterval) {
+      if (operation->fiber() && operation->collective->awaited.valid() &&
+          now - operation->collective->awaited_since >= ProgressRules::kFailureProbeInterval) {
         stalled = true;
-        latest_stall = std::max(latest_stall, operation->awaited_since);
+        latest_stall = std::max(latest_stall, operation->collective->awaited_since);
       }
     }
     next_probe_ = stalled ? ProgressRules::next_stalled_probe(latest_stall, now)
@@ -415,8 +431,10 @@ void Progress::check_stalled(Clock::time_point now) {
     }
   }
   for (auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) {
-    if (operation->fiber && operation->awaited.valid() && now - operation->awaited_since >= engine_.settings().timeout) {
-      fail(*operation, engine_.timeout_error(operation->awaited));
+    const CollectiveState* collective = operation->fiber() ? operation->collective.get() : nullptr;
+    if (collective != nullptr && collective->awaited.valid() &&
+        now - collective->awaited_since >= engine_.settings().timeout) {
+      fail(*operation, engine_.timeout_error(collective->awaited));
     }
   }
 }

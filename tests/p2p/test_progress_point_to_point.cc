@@ -70,7 +70,8 @@ TEST(ProgressPointToPoint, EachFinishedReceiveCompletesOnceWhateverTheOrder) {
             p.operation = std::make_shared<p2p::Operation>("irecv");
             p.operation->tag = tag;
             p.operation->request = engine.irecv(0, static_cast<p2p::Tag>(tag), p.buffer.data(), p.buffer.size());
-            p.operation->on_complete = [&p](p2p::Operation&) { ++p.completions; };
+            p.operation->owner = &p;
+            p.operation->on_complete = [](p2p::Operation& done) { ++static_cast<Posted*>(done.owner)->completions; };
             progress.start_point_to_point(p.operation, false);
           }
         }

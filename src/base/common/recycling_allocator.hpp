@@ -17,6 +17,11 @@
 // progress thread) than the one that made them. A thread that exits gives
 // its list to the shared pool (a pthread key's destructor); the main
 // thread's stays reachable from its thread-local storage until exit.
+//
+// An object of more than 32 bytes starts on a cache line: a window of 64
+// requests touches each object in several passes (post, deliver, wait),
+// each after the window's others, so every line an object straddles is
+// one more miss a pass (callgrind's cache simulation, docs/performance.md).
 #pragma once
 
 #include "common/futex_lock.hpp"
@@ -58,7 +63,7 @@ class RecyclingAllocator {
         return reinterpret_cast<T*>(node);
       }
     }
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{alignof(T)}));
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{kAlignment}));
   }
 
   void deallocate(T* memory, std::size_t n) noexcept {
@@ -70,7 +75,7 @@ class RecyclingAllocator {
       ++local.count;
       return;
     }
-    ::operator delete(memory, n * sizeof(T), std::align_val_t{alignof(T)});
+    ::operator delete(memory, n * sizeof(T), std::align_val_t{kAlignment});
   }
 
   template <class U>
@@ -88,6 +93,8 @@ class RecyclingAllocator {
   static constexpr std::size_t kLocalKept = 256;  // per thread and type
   static constexpr std::size_t kBatch = 64;       // moved to or from the shared pool at once
   static constexpr std::size_t kSharedKept = 4096;  // more than this go back to the heap
+  static constexpr std::size_t kCacheLine = 64;
+  static constexpr std::size_t kAlignment = sizeof(T) > 32 && alignof(T) < kCacheLine ? kCacheLine : alignof(T);
 
  private:
   struct Node {
@@ -150,7 +157,7 @@ class RecyclingAllocator {
       Node* node = local.head;
       local.head = node->next;
       --local.count;
-      if (!keep_shared(shared, node)) ::operator delete(static_cast<void*>(node), sizeof(T), std::align_val_t{alignof(T)});
+      if (!keep_shared(shared, node)) ::operator delete(static_cast<void*>(node), sizeof(T), std::align_val_t{kAlignment});
     }
   }
 

@@ -48,7 +48,7 @@ std::string describe_operation(const p2p::Operation& operation) {
                   operation.tag == kAnyTag ? std::string("any tag") : concat("tag ", operation.tag), ", ",
                   operation.bytes, send ? " bytes)" : "-byte buffer)");
   }
-  return concat(name, " (collective call ", operation.call, " of its communicator)");
+  return concat(name, " (collective call ", operation.collective ? operation.collective->call : 0, " of its communicator)");
 }
 
 // The host identity of the host layout: CHORUS_HOST_ID, else the hostname.

@@ -77,17 +77,21 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
     return completed_request(name);
   }
   // Moved, not copied, between the two types (no reference count taken).
-  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, name, [this](p2p::Operation& done) {
+  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, name, [](p2p::Operation& done) {
     // Under the lock. The communicator outlives its operations: finalize
     // completes them first.
-    --outstanding_operations_;
-    if (done.resources) spare_scratch_.push_back(std::static_pointer_cast<coll::Scratch>(std::move(done.resources)));
-    if (done.error && !sticky_error_) become_unusable(*done.error);  // a detached one's error still counts
+    CommunicatorImpl& self = *static_cast<CommunicatorImpl*>(done.owner);
+    --self.outstanding_operations_;
+    if (std::shared_ptr<void>& resources = done.collective->resources) {
+      self.spare_scratch_.push_back(std::static_pointer_cast<coll::Scratch>(std::move(resources)));
+    }
+    if (done.error && !self.sticky_error_) self.become_unusable(*done.error);  // a detached one's error still counts
   });
   operation->owner = this;
-  operation->call = *calls_made_;
+  operation->collective = std::make_unique<p2p::CollectiveState>();
+  operation->collective->call = *calls_made_;
   coll::Scratch* const call_scratch = scratch.get();
-  operation->resources = std::move(scratch);
+  operation->collective->resources = std::move(scratch);
   ++outstanding_operations_;
   const bool large = payload_bytes(op, args, size()) >= kLargeOperationBytes;
   session_->nonblocking().start_collective(
@@ -113,10 +117,11 @@ std::shared_ptr<RequestState> finished_send_state() {
 }  // namespace
 
 std::shared_ptr<p2p::Operation> CommunicatorImpl::send_operation(int peer, int tag, size_t bytes) {
-  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, "isend", [this](p2p::Operation& done) {
-    if (done.error && !sticky_error_) {
-      done.error = become_unusable(
-          Error(done.error->status(), concat("isend on rank ", rank_, " failed: ", done.error->what()), done.error->peer()));
+  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, "isend", [](p2p::Operation& done) {
+    CommunicatorImpl& self = *static_cast<CommunicatorImpl*>(done.owner);
+    if (done.error && !self.sticky_error_) {
+      done.error = self.become_unusable(Error(
+          done.error->status(), concat("isend on rank ", self.rank_, " failed: ", done.error->what()), done.error->peer()));
     }
   });
   operation->owner = this;
@@ -152,17 +157,18 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
   note_call(0, "irecv", engine_peer);
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
   // A RequestState.
-  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, "irecv", [this](p2p::Operation& done) {
+  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, "irecv", [](p2p::Operation& done) {
+    CommunicatorImpl& self = *static_cast<CommunicatorImpl*>(done.owner);
     if (done.error) {
       // A message larger than the buffer is the receiver's mistake and
       // leaves the engine consistent (as recv): not sticky.
       const bool sticky = done.error->status() != Status::truncated;
-      done.error = Error(done.error->status(), concat("irecv on rank ", rank_, " failed: ", done.error->what()),
+      done.error = Error(done.error->status(), concat("irecv on rank ", self.rank_, " failed: ", done.error->what()),
                          done.error->peer());
-      if (sticky && !sticky_error_) become_unusable(*done.error);
+      if (sticky && !self.sticky_error_) self.become_unusable(*done.error);
       return;
     }
-    const int source = rank_of_engine_rank_[static_cast<size_t>(done.completion.source)];
+    const int source = self.rank_of_engine_rank_[static_cast<size_t>(done.completion.source)];
     done.received = Received{source, p2p::CallTag::user_tag_of(done.completion.tag), done.completion.bytes};
   });
   operation->owner = this;

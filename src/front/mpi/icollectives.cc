@@ -28,8 +28,8 @@ constexpr auto kBytes = chorus::DataType::uint8;
 
 // Unpacks the request's staging buffer (`count` elements) into `buffer` when it completes.
 void unpack_when_complete(chorus_mpi_request& request, size_t count, const Datatype& type, void* buffer) {
-  request.finish = [staged = &request, count, type, buffer](const chorus::Received&) {
-    unpack(staged->recv_staging.data(), count, type, buffer);
+  request.finish() = [staged = &request, count, type, buffer](const chorus::Received&) {
+    unpack(staged->recv_staging().data(), count, type, buffer);
   };
 }
 
@@ -43,10 +43,10 @@ void combine_when_complete(chorus_mpi_request& request, int size, size_t count, 
                            void* recv, int upto = -1) {
   std::optional<Datatype> copy;
   if (!request.blocking) copy.emplace(type);
-  request.finish = [staged = &request, size, count, original = &type, copy = std::move(copy), op, recv,
+  request.finish() = [staged = &request, size, count, original = &type, copy = std::move(copy), op, recv,
                     upto](const chorus::Received&) {
     const Datatype& t = copy ? *copy : *original;
-    const Bytes& blocks = staged->recv_staging;
+    const Bytes& blocks = staged->recv_staging();
     Bytes result = upto < 0 ? combine_in_rank_order(blocks, size, count, t, op)
                             : combine_in_rank_order(Bytes(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(
                                                                               static_cast<size_t>(upto) * packed_bytes(count, t))),
@@ -76,17 +76,17 @@ int start_scan(const char* function, const void* sendbuf, void* recvbuf, MPI_Cou
         r.operation = (c.chorus.*run)(send, recvbuf, n * fast->count, fast->dtype, fast->op);
         return;
       }
-      r.recv_staging = pack_copy(send, n, type);
+      r.recv_staging() = pack_copy(send, n, type);
       if (receives) unpack_when_complete(r, n, type, recvbuf);
       r.operation =
-          (c.chorus.*run)(r.recv_staging.data(), r.recv_staging.data(), n * fast->count, fast->dtype, fast->op);
+          (c.chorus.*run)(r.recv_staging().data(), r.recv_staging().data(), n * fast->count, fast->dtype, fast->op);
       return;
     }
-    r.recv_staging.resize(block * static_cast<size_t>(c.size));
-    std::byte* own = r.recv_staging.data() + static_cast<size_t>(c.rank) * block;
+    r.recv_staging().resize(block * static_cast<size_t>(c.size));
+    std::byte* own = r.recv_staging().data() + static_cast<size_t>(c.rank) * block;
     pack(send, n, type, own);
     if (receives) combine_when_complete(r, c.size, n, type, op, recvbuf, exclusive ? c.rank : c.rank + 1);
-    r.operation = c.chorus.iallgather(own, r.recv_staging.data(), block, kBytes);
+    r.operation = c.chorus.iallgather(own, r.recv_staging().data(), block, kBytes);
   });
 }
 
@@ -94,21 +94,21 @@ int start_scan(const char* function, const void* sendbuf, void* recvbuf, MPI_Cou
 
 void start_gathered_reduction(const Comm& c, chorus_mpi_request& request, const Reduction& a) {
   const size_t block = packed_bytes(a.count, a.type);
-  request.recv_staging.resize(block * static_cast<size_t>(c.size));
-  std::byte* own = request.recv_staging.data() + static_cast<size_t>(c.rank) * block;
+  request.recv_staging().resize(block * static_cast<size_t>(c.size));
+  std::byte* own = request.recv_staging().data() + static_cast<size_t>(c.rank) * block;
   pack(a.send, a.count, a.type, own);
   if (a.receives) combine_when_complete(request, c.size, a.count, a.type, a.op, a.recv);
-  request.operation = c.chorus.iallgather(own, request.recv_staging.data(), block, kBytes);
+  request.operation = c.chorus.iallgather(own, request.recv_staging().data(), block, kBytes);
 }
 
 void start_gathered_reduce_scatter(const Comm& c, chorus_mpi_request& request, const void* send, size_t count,
                                    const Datatype& type, MPI_Op op, void* recv) {
   const size_t block = packed_bytes(count, type);
-  request.send_staging = pack_copy(send, count * static_cast<size_t>(c.size), type);  // in place: read before written
+  request.send_staging() = pack_copy(send, count * static_cast<size_t>(c.size), type);  // in place: read before written
   // Every rank's block for this rank arrives here; combined at completion.
-  request.recv_staging.resize(block * static_cast<size_t>(c.size));
+  request.recv_staging().resize(block * static_cast<size_t>(c.size));
   combine_when_complete(request, c.size, count, type, op, recv);
-  request.operation = c.chorus.ialltoall(request.send_staging.data(), request.recv_staging.data(), block, kBytes);
+  request.operation = c.chorus.ialltoall(request.send_staging().data(), request.recv_staging().data(), block, kBytes);
 }
 
 void start_gathered_reduce_scatter_v(const Comm& c, chorus_mpi_request& request, const void* send,
@@ -129,15 +129,15 @@ void start_gathered_reduce_scatter_v(const Comm& c, chorus_mpi_request& request,
     recv_displs[r] = r * block;
     total += counts[r];
   }
-  request.send_staging = pack_copy(send, total, type);  // in place: read before written
-  request.recv_staging.resize(block * ranks);
+  request.send_staging() = pack_copy(send, total, type);  // in place: read before written
+  request.recv_staging().resize(block * ranks);
   if (mine > 0) combine_when_complete(request, c.size, mine, type, op, recv);
-  auto combine = std::move(request.finish);
-  request.finish = [layout, combine = std::move(combine)](const chorus::Received& received) {
+  auto combine = std::move(request.finish());
+  request.finish() = [layout, combine = std::move(combine)](const chorus::Received& received) {
     if (combine) combine(received);
   };
-  request.operation = c.chorus.ialltoallv(request.send_staging.data(), {send_bytes, ranks}, {send_displs, ranks},
-                                          request.recv_staging.data(), {recv_bytes, ranks}, {recv_displs, ranks},
+  request.operation = c.chorus.ialltoallv(request.send_staging().data(), {send_bytes, ranks}, {send_displs, ranks},
+                                          request.recv_staging().data(), {recv_bytes, ranks}, {recv_displs, ranks},
                                           kBytes);
 }
 
@@ -153,16 +153,16 @@ void start_reduce_scatter_block(const Comm& c, chorus_mpi_request& r, const void
     // in place, the result then moves to the start of recvbuf.
     void* own = send == recvbuf ? element(recvbuf, static_cast<size_t>(c.rank) * n, type) : recvbuf;
     if (own != recvbuf) {
-      r.finish = [recvbuf, own, block](const chorus::Received&) { std::memmove(recvbuf, own, block); };
+      r.finish() = [recvbuf, own, block](const chorus::Received&) { std::memmove(recvbuf, own, block); };
     }
     r.operation = c.chorus.ireduce_scatter(send, own, n * fast->count, fast->dtype, fast->op);
     return;
   }
-  r.send_staging = pack_copy(send, total, type);
-  r.recv_staging.resize(block);
+  r.send_staging() = pack_copy(send, total, type);
+  r.recv_staging().resize(block);
   unpack_when_complete(r, n, type, recvbuf);
   r.operation =
-      c.chorus.ireduce_scatter(r.send_staging.data(), r.recv_staging.data(), n * fast->count, fast->dtype, fast->op);
+      c.chorus.ireduce_scatter(r.send_staging().data(), r.recv_staging().data(), n * fast->count, fast->dtype, fast->op);
 }
 
 }  // namespace chorus::mpi
@@ -188,13 +188,13 @@ int ibcast_entry(const char* function, void* buffer, MPI_Count count, MPI_Dataty
       r.operation = c.chorus.ibroadcast(buffer, b.bytes, kBytes, root);
       return;
     }
-    r.recv_staging.resize(b.bytes);
+    r.recv_staging().resize(b.bytes);
     if (c.rank == root) {
-      pack(buffer, b.count, b.type, r.recv_staging.data());
+      pack(buffer, b.count, b.type, r.recv_staging().data());
     } else {
       unpack_when_complete(r, b.count, b.type, buffer);
     }
-    r.operation = c.chorus.ibroadcast(r.recv_staging.data(), b.bytes, kBytes, root);
+    r.operation = c.chorus.ibroadcast(r.recv_staging().data(), b.bytes, kBytes, root);
   });
 }
 
@@ -208,9 +208,9 @@ int iallreduce_entry(const char* function, const void* sendbuf, void* recvbuf, M
       r.operation = c.chorus.iallreduce(a.send, recvbuf, a.chorus_count(), a.fast->dtype, a.fast->op);
       return;
     }
-    r.recv_staging = pack_copy(a.send, a.count, a.type);
+    r.recv_staging() = pack_copy(a.send, a.count, a.type);
     unpack_when_complete(r, a.count, a.type, recvbuf);
-    r.operation = c.chorus.iallreduce(r.recv_staging.data(), r.recv_staging.data(), a.chorus_count(), a.fast->dtype,
+    r.operation = c.chorus.iallreduce(r.recv_staging().data(), r.recv_staging().data(), a.chorus_count(), a.fast->dtype,
                                       a.fast->op);
   });
 }
@@ -226,9 +226,9 @@ int ireduce_entry(const char* function, const void* sendbuf, void* recvbuf, MPI_
           c.chorus.ireduce(a.send, a.receives ? recvbuf : nullptr, a.chorus_count(), a.fast->dtype, a.fast->op, root);
       return;
     }
-    r.recv_staging = pack_copy(a.send, a.count, a.type);
+    r.recv_staging() = pack_copy(a.send, a.count, a.type);
     if (a.receives) unpack_when_complete(r, a.count, a.type, recvbuf);
-    r.operation = c.chorus.ireduce(r.recv_staging.data(), r.recv_staging.data(), a.chorus_count(), a.fast->dtype,
+    r.operation = c.chorus.ireduce(r.recv_staging().data(), r.recv_staging().data(), a.chorus_count(), a.fast->dtype,
                                    a.fast->op, root);
   });
 }
@@ -241,19 +241,19 @@ int iallgather_entry(const char* function, const void* sendbuf, MPI_Count sendco
     const size_t rank_offset = static_cast<size_t>(c.rank) * a.block;
     if (a.rtype.contiguous()) {
       auto* out = static_cast<std::byte*>(recvbuf);
-      r.send_staging = std::move(a.send.storage);  // keeps a.send.data valid
+      r.send_staging() = std::move(a.send.storage);  // keeps a.send.data valid
       r.operation = c.chorus.iallgather(a.in_place ? out + rank_offset : a.send.data, out, a.block, kBytes);
       return;
     }
-    r.recv_staging.resize(a.block * static_cast<size_t>(c.size));
-    std::byte* mine = r.recv_staging.data() + rank_offset;
+    r.recv_staging().resize(a.block * static_cast<size_t>(c.size));
+    std::byte* mine = r.recv_staging().data() + rank_offset;
     if (a.in_place) {
       pack(element(recvbuf, static_cast<size_t>(c.rank) * a.rcount, a.rtype), a.rcount, a.rtype, mine);
     } else {
       std::memcpy(mine, a.send.data, a.block);
     }
     unpack_when_complete(r, a.total_count, a.rtype, recvbuf);
-    r.operation = c.chorus.iallgather(mine, r.recv_staging.data(), a.block, kBytes);
+    r.operation = c.chorus.iallgather(mine, r.recv_staging().data(), a.block, kBytes);
   });
 }
 
@@ -264,14 +264,14 @@ int ialltoall_entry(const char* function, const void* sendbuf, MPI_Count sendcou
         block_exchange(c, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, static_cast<size_t>(c.size));
     if (a.in_place) a.send = packed_view(recvbuf, a.total_count, a.rtype);
     if (a.block == 0) return;
-    r.send_staging = std::move(a.send.storage);  // keeps a.send.data valid
+    r.send_staging() = std::move(a.send.storage);  // keeps a.send.data valid
     if (a.rtype.contiguous()) {
       r.operation = c.chorus.ialltoall(a.send.data, recvbuf, a.block, kBytes);  // same pointer: in place
       return;
     }
-    r.recv_staging.resize(a.block * static_cast<size_t>(c.size));
+    r.recv_staging().resize(a.block * static_cast<size_t>(c.size));
     unpack_when_complete(r, a.total_count, a.rtype, recvbuf);
-    r.operation = c.chorus.ialltoall(a.send.data, r.recv_staging.data(), a.block, kBytes);
+    r.operation = c.chorus.ialltoall(a.send.data, r.recv_staging().data(), a.block, kBytes);
   });
 }
 

@@ -20,7 +20,7 @@ RequestPtr start_send(const Comm& comm, const void* buf, int count, MPI_Datatype
   }
   RequestPtr request = new_request(comm.handle);
   PackedView view = packed_view(buf, n, type);
-  request->send_staging = std::move(view.storage);  // moving keeps view.data valid
+  request->send_staging() = std::move(view.storage);  // moving keeps view.data valid
   request->operation = comm.chorus.isend(view.data, view.bytes, dest, tag);
   return request;
 }
@@ -43,11 +43,11 @@ RequestPtr start_recv(const Comm& comm, void* buf, int count, MPI_Datatype datat
   }
   RequestPtr request = new_request(comm.handle);
   request->receive = true;
-  request->recv_staging.resize(capacity);
-  request->finish = [staged = request.get(), buf, type](const chorus::Received& got) {
-    unpack(staged->recv_staging.data(), got.bytes / type.packed_size, type, buf);
+  request->recv_staging().resize(capacity);
+  request->finish() = [staged = request.get(), buf, type](const chorus::Received& got) {
+    unpack(staged->recv_staging().data(), got.bytes / type.packed_size, type, buf);
   };
-  request->operation = comm.chorus.irecv(request->recv_staging.data(), capacity, source, tag);
+  request->operation = comm.chorus.irecv(request->recv_staging().data(), capacity, source, tag);
   return request;
 }
 

@@ -60,7 +60,7 @@ MPI_Status* status_at(MPI_Status* statuses, size_t index) {
 // fills the status and frees the request.
 void settle(chorus_mpi_request& request, MPI_Status* status) {
   const chorus::Received got = request.operation.received();
-  if (request.finish) request.finish(got);
+  if (request.extra && request.extra->finish) request.extra->finish(got);
   if (request.from_proc_null) {
     set_status(status, MPI_PROC_NULL, MPI_ANY_TAG, 0);
   } else if (request.receive) {

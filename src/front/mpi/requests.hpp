@@ -14,8 +14,20 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+
+namespace chorus::mpi {
+// What a request of derived datatypes, a v-collective or a reduction chorus
+// lacks needs besides its operation: made on first use (staging()), so the
+// request of a contiguous send or receive fits one cache line.
+struct RequestStaging {
+  Bytes send;
+  Bytes recv;
+  std::function<void(const chorus::Received&)> finish;  // after success, before the status is filled
+};
+}  // namespace chorus::mpi
 
 struct chorus_mpi_request {
   // Members set one by one: brace-initializing the aggregate zeroed the
@@ -25,25 +37,33 @@ struct chorus_mpi_request {
   // moved-from request's destruction are two calls into libchorus).
   template <class Start>
   chorus_mpi_request(uint32_t request_magic, MPI_Comm owner, bool receives, Start&& start)
-      : magic(request_magic), operation(start()), comm(owner), receive(receives) {}
+      : magic(request_magic), receive(receives), operation(start()), comm(owner) {}
 
   uint32_t magic;
-  chorus::Request operation;  // empty once finished (or from the start: MPI_PROC_NULL)
-  MPI_Comm comm;              // whose error handler reports its failure
   bool receive = false;       // the status reports what was received
   bool from_proc_null = false;
   bool blocking = false;      // a blocking call's, never published: its arguments outlive it (run_to_completion)
-  chorus::mpi::Bytes send_staging;
-  chorus::mpi::Bytes recv_staging;
-  std::function<void(const chorus::Received&)> finish;  // after success, before the status is filled
+  chorus::Request operation;  // empty once finished (or from the start: MPI_PROC_NULL)
+  MPI_Comm comm;              // whose error handler reports its failure
+  std::unique_ptr<chorus::mpi::RequestStaging> extra;  // null until staging() is first called
+
+  chorus::mpi::RequestStaging& staging() {
+    if (!extra) extra = std::make_unique<chorus::mpi::RequestStaging>();
+    return *extra;
+  }
+  chorus::mpi::Bytes& send_staging() { return staging().send; }
+  chorus::mpi::Bytes& recv_staging() { return staging().recv; }
+  std::function<void(const chorus::Received&)>& finish() { return staging().finish; }
 
   // Requests come and go by the window (osu_bw posts 64 at once): glibc's
   // per-thread cache keeps 7 blocks of a size, so a window took malloc's
   // slow path for most of them (about 250 instructions each, measured with
-  // callgrind). They are recycled through a free list instead (requests.cc).
+  // callgrind). They are recycled through a free list instead (requests.cc),
+  // each on a cache line of its own (RecyclingAllocator).
   static void* operator new(size_t bytes);
   static void operator delete(void* memory, size_t bytes) noexcept;
 };
+static_assert(sizeof(chorus_mpi_request) <= 64, "a contiguous point-to-point request fits one cache line");
 
 namespace chorus::mpi {
 

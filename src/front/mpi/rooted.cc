@@ -55,7 +55,7 @@ struct Mode {
       return;
     }
     request->operation = start();
-    request->finish = [keep = std::move(keep), after = std::move(after)](const chorus::Received&) {
+    request->finish() = [keep = std::move(keep), after = std::move(after)](const chorus::Received&) {
       if (after) after();
     };
   }
