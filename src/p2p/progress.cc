@@ -313,8 +313,7 @@ Error Engine::Impl::timeout_error(const Slot& slot) {
                slot.peer);
 }
 
-void Progress::ensure_thread() {
-  if (!use_thread_ || thread_.joinable()) return;
+void Progress::start_thread() {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) {
     chorus::fail(Status::internal, "eventfd for the progress thread failed: ", errno_string(errno));
@@ -329,16 +328,10 @@ void Progress::ensure_thread() {
   }
 }
 
-void Progress::wake_thread(bool large) {
-  // Paired with the thread's store of thread_sleeping_ before it re-checks
-  // outstanding_ (both sequentially consistent): no wakeup is lost. A thread
-  // in a timed nap is woken only for a large operation; it sees a small one
-  // at its next tick.
-  if (thread_.joinable() && (thread_sleeping_.load() || (large && thread_napping_.load()))) {
-    const uint64_t one = 1;
-    if (write(wake_fd_, &one, sizeof one) < 0 && errno != EAGAIN) {
-      log::warn("waking the progress thread failed: ", errno_string(errno));
-    }
+void Progress::signal_thread() {
+  const uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof one) < 0 && errno != EAGAIN) {
+    log::warn("waking the progress thread failed: ", errno_string(errno));
   }
 }
 

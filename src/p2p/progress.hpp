@@ -34,6 +34,8 @@
 
 namespace chorus::p2p {
 
+struct Slot;  // an engine request's slot (engine_impl.hpp)
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -328,7 +330,9 @@ class Progress {
   // slot and the operation are in cache, instead of naming it for the next
   // advance() (a second pass over a window's requests, each evicted by the
   // window's others: a cache miss or more per object).
-  void complete_delivered(void* waiter) noexcept;
+  // The engine has already freed the request's slot (it read the slot's
+  // outcome into `done` first): the slot is not looked up again.
+  void complete_delivered(void* waiter, const Completion& done) noexcept;
   // Under the lock: for a transport that needs progress between calls (UD):
   // starts the progress thread now, not with the first non-blocking call.
   void serve_between_calls();
@@ -337,7 +341,8 @@ class Progress {
  private:
   enum class Step { waiting, advanced, completed };
   void add(const std::shared_ptr<Operation>& operation, bool large);
-  void add_point_to_point(const std::shared_ptr<Operation>& operation, bool large);
+  // `pending`: the slot of its request, which has not finished.
+  void add_point_to_point(const std::shared_ptr<Operation>& operation, Slot& pending, bool large);
   // Takes it out of point_to_point_ (the last one takes its place).
   std::shared_ptr<Operation> unlist(Operation& operation);
   // The point-to-point operations whose requests the engine says finished.
@@ -363,10 +368,22 @@ class Progress {
   // thread's wake fd (>= 0) is readable, at most `limit` (negative: no
   // limit). Returns false if the poll itself failed.
   bool sleep_on(int transport_fd, int wake_fd, std::chrono::microseconds limit);
-  void ensure_thread();
+  // With every operation started: inline, as their common case (the thread
+  // runs, or there is none, and it does not sleep) is two loads.
+  void ensure_thread() {
+    if (use_thread_ && !thread_.joinable()) start_thread();
+  }
+  void start_thread();
   void thread_main();
   void place_thread();
-  void wake_thread(bool large);
+  void wake_thread(bool large) {
+    // Paired with the thread's store of thread_sleeping_ before it re-checks
+    // outstanding_ (both sequentially consistent): no wakeup is lost. A thread
+    // in a timed nap is woken only for a large operation; it sees a small one
+    // at its next tick.
+    if (thread_.joinable() && (thread_sleeping_.load() || (large && thread_napping_.load()))) signal_thread();
+  }
+  void signal_thread();
   // The thread's nap: until the transport's fd (>= 0) or the wake fd is
   // readable, at most `limit` (negative: no limit; an operation started
   // meanwhile wakes it).

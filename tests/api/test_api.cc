@@ -122,6 +122,27 @@ TEST_F(SingleRank, UseAfterFinalizeFails) {
   expect_error(Status::finalized, "after finalize", [&] { comm.barrier(); });
 }
 
+// A request points to its session without owning it (docs/nonblocking.md):
+// the communicator's destructor (its finalize) must complete the request
+// first, so that a wait after the session is gone reads only the request.
+// Under ASan a read of the freed session fails this test.
+TEST_F(SingleRank, RequestOutlivesItsCommunicator) {
+  int value = -1;
+  Request pending;
+  Request waited_never;
+  {
+    auto comm = Communicator::init();
+    pending = comm.irecv(&value, sizeof value, 0, 7);       // nothing sends it
+    waited_never = comm.irecv(&value, sizeof value, 0, 8);  // nor this one
+    ASSERT_TRUE(pending.active());
+  }  // destroyed without finalize(): its finalize cancels both
+  ASSERT_TRUE(pending.active());
+  expect_error(Status::invalid_argument, "cancelled", [&] { pending.wait(); });
+  EXPECT_FALSE(pending.active());
+  EXPECT_EQ(value, -1);
+  waited_never = Request();  // released without a wait, after its session
+}
+
 TEST_F(SingleRank, AlgorithmsCanBeListedAndForced) {
   auto comm = Communicator::init();
   for (int i = 0; i < kNumCollectives; ++i) {

@@ -178,23 +178,24 @@ struct Session {
 };
 
 // What a Request holds: the operation itself, with the session that
-// advances it (kept alive while a request may still wait). One object, so
-// a request is one allocation (recycled) and one reference count, not two.
-// Progress' lists hold it too while it is outstanding, and with it the
-// session: the world communicator's finalize drops the engine, and with it
-// those lists, so that cycle ends there.
+// advances it. One object, so a request is one allocation (recycled) and
+// one reference count, not two. The session is not owned: a request reads
+// it only while its operation is not complete, and no session goes before
+// its operations complete (every communicator's finalize, which its
+// destructor runs, completes or cancels its own; the world's, all). An
+// owning pointer cost every request two locked instructions (taking and
+// dropping the session's reference; docs/performance.md).
 struct RequestState final : p2p::Operation {
   template <class... OnComplete>
-  RequestState(std::shared_ptr<Session> owner, const char* what, OnComplete&&... complete)
-      : p2p::Operation(what, std::forward<OnComplete>(complete)...), session(std::move(owner)) {}
-  std::shared_ptr<Session> session;
+  RequestState(Session* owner, const char* what, OnComplete&&... complete)
+      : p2p::Operation(what, std::forward<OnComplete>(complete)...), session(owner) {}
+  Session* session;
 };
 // A request's state, recycled (common/recycling_allocator.hpp), with its
 // on_complete if one is given.
 template <class... OnComplete>
-std::shared_ptr<RequestState> make_request_state(const std::shared_ptr<Session>& session, const char* what,
-                                                 OnComplete&&... complete) {
-  return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, session, what,
+std::shared_ptr<RequestState> make_request_state(Session& session, const char* what, OnComplete&&... complete) {
+  return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, &session, what,
                                             std::forward<OnComplete>(complete)...);
 }
 

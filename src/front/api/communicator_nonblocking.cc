@@ -30,7 +30,7 @@ p2p::Progress* Session::operations() {
 }
 
 std::shared_ptr<RequestState> CommunicatorImpl::completed_request(const char* what) const {
-  std::shared_ptr<RequestState> state = make_request_state(session_, what);
+  std::shared_ptr<RequestState> state = make_request_state(*session_, what);
   state->complete.store(true);
   return state;
 }
@@ -77,7 +77,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
     return completed_request(name);
   }
   // Moved, not copied, between the two types (no reference count taken).
-  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, name, [](p2p::Operation& done) {
+  std::shared_ptr<p2p::Operation> operation = make_request_state(*session_, name, [](p2p::Operation& done) {
     // Under the lock. The communicator outlives its operations: finalize
     // completes them first.
     CommunicatorImpl& self = *static_cast<CommunicatorImpl*>(done.owner);
@@ -117,7 +117,7 @@ std::shared_ptr<RequestState> finished_send_state() {
 }  // namespace
 
 std::shared_ptr<p2p::Operation> CommunicatorImpl::send_operation(int peer, int tag, size_t bytes) {
-  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, "isend", [](p2p::Operation& done) {
+  std::shared_ptr<p2p::Operation> operation = make_request_state(*session_, "isend", [](p2p::Operation& done) {
     CommunicatorImpl& self = *static_cast<CommunicatorImpl*>(done.owner);
     if (done.error && !self.sticky_error_) {
       done.error = self.become_unusable(Error(
@@ -157,7 +157,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
   note_call(0, "irecv", engine_peer);
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
   // A RequestState.
-  std::shared_ptr<p2p::Operation> operation = make_request_state(session_, "irecv", [](p2p::Operation& done) {
+  std::shared_ptr<p2p::Operation> operation = make_request_state(*session_, "irecv", [](p2p::Operation& done) {
     CommunicatorImpl& self = *static_cast<CommunicatorImpl*>(done.owner);
     if (done.error) {
       // A message larger than the buffer is the receiver's mistake and
