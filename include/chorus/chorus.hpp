@@ -178,8 +178,9 @@ class Request {
   friend class Communicator;
   friend size_t wait_any(std::span<Request> requests);
   friend struct ::chorus_request;  // the C API's handle
-  explicit Request(std::shared_ptr<RequestState> state);
-  std::shared_ptr<RequestState> state_;
+  // Takes over one reference to `state` (counted in the object).
+  explicit Request(RequestState* state);
+  RequestState* state_ = nullptr;
   Received received_;
 };
 

@@ -86,6 +86,12 @@ Progress::Progress(Engine::Impl& engine, int local_size)
 Progress::~Progress() {
   stop_thread();
   if (wake_fd_ >= 0) close(wake_fd_);
+  // Finalize completes every operation first; should one be left, what
+  // Progress adopted goes with it (the others are their Requests').
+  for (Operation* operation : point_to_point_) {
+    operation->listed_at = Operation::kNotListed;
+    if (operation->adopted) drop(operation);
+  }
 }
 
 void Progress::stop_thread() {

@@ -153,28 +153,43 @@ struct CollectiveState {
   std::shared_ptr<void> resources;
 };
 
-// Made by std::allocate_shared (chorus' RequestState derives from it). No
-// enable_shared_from_this: its weak reference cost every operation two
-// locked instructions and the cold path of the last release; Progress
-// hands the owning pointer of a failed one to its failure note instead.
-// A point-to-point operation's whole state, with RequestState's and the
-// control block, is three cache lines (recycled on a line of their own):
-// a window of requests touches each in several passes, each after the
-// window's others, and every line is a miss a pass (docs/performance.md).
+// An operation counts its owners itself (OperationRef below), so that
+// Progress can name a point-to-point operation by a plain pointer while its
+// Request owns it alone, and take a reference from that pointer when it
+// needs one (a failure note, finalize): a std::shared_ptr in Progress' list
+// cost every request two locked instructions (its copy and its release),
+// and a shared_ptr cannot be made again from a plain pointer. No weak
+// references. A point-to-point operation's whole state, with RequestState's,
+// is three cache lines (recycled on a line of their own): a window of
+// requests touches each in several passes, each after the window's others,
+// and every line is a miss a pass (docs/performance.md).
 struct Operation {
   explicit Operation(const char* what) : name(what) {}
   Operation(const char* what, void (*complete)(Operation&)) : name(what), on_complete(complete) {}
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
 
   const char* name;  // "iallreduce", "isend", ... for messages
   std::atomic<bool> complete{false};
   // Set once a wait or test has thrown `error` to the application.
   std::atomic<bool> error_reported{false};
+  // Its owners (OperationRef). Atomic: the application's thread drops its
+  // request's reference without the lock once the operation is complete.
+  std::atomic<uint32_t> references{1};
+  // Never counted nor freed (the one completed state every eager send shares).
+  bool immortal = false;
+  // Under the lock: a listed point-to-point operation whose Request was
+  // dropped while it was outstanding; Progress took over that reference
+  // and drops it when the operation completes (Progress::detach).
+  bool adopted = false;
   void* owner = nullptr;  // the communicator that started it
   // Runs under the lock when the operation completes (returns scratch,
   // records a sticky error, translates ranks); `owner` is its context.
   // Must not throw. A function pointer, not a std::function: 24 bytes
   // less, and no manager call to destroy it.
   void (*on_complete)(Operation&) = nullptr;
+  // How the last reference frees it (its type and allocator are its maker's).
+  void (*destroy)(Operation*) = nullptr;
   std::optional<Error> error;  // written before `complete` is set
 
   // Point-to-point: the engine request and, once done, what it moved.
@@ -195,6 +210,83 @@ struct Operation {
   // A collective whose algorithm has not finished.
   Fiber* fiber() const { return collective ? collective->fiber.get() : nullptr; }
 };
+
+// Another owner of `operation`.
+inline void retain(Operation* operation) {
+  if (!operation->immortal) operation->references.fetch_add(1, std::memory_order_relaxed);
+}
+// One owner fewer; the last frees it. A sole owner needs no locked
+// instruction: nobody else can take a reference then (Progress takes them
+// only from the outstanding operations it lists, and their owners drop
+// them under the lock: Progress::detach), as libstdc++ frees a sole
+// shared_ptr.
+inline void drop(Operation* operation) noexcept {
+  if (operation->immortal) return;
+  if (operation->references.load(std::memory_order_acquire) == 1 ||
+      operation->references.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    operation->destroy(operation);
+  }
+}
+
+// An owning pointer to an Operation or a type derived from it, as
+// std::shared_ptr with the count in the object.
+template <class T>
+class Ref {
+ public:
+  Ref() = default;
+  // Takes over a reference the caller holds (a new operation's first).
+  static Ref adopt(T* object) {
+    Ref ref;
+    ref.object_ = object;
+    return ref;
+  }
+  // Another reference to `object`.
+  static Ref share(T* object) {
+    if (object != nullptr) retain(object);
+    return adopt(object);
+  }
+  Ref(const Ref& other) : object_(other.object_) {
+    if (object_ != nullptr) retain(object_);
+  }
+  Ref(Ref&& other) noexcept : object_(std::exchange(other.object_, nullptr)) {}
+  template <class U>
+  Ref(Ref<U>&& other) noexcept : object_(other.release()) {}  // NOLINT: converts as shared_ptr does
+  template <class U>
+  Ref(const Ref<U>& other) : object_(other.get()) {  // NOLINT
+    if (object_ != nullptr) retain(object_);
+  }
+  Ref& operator=(Ref other) noexcept {
+    std::swap(object_, other.object_);
+    return *this;
+  }
+  ~Ref() {
+    if (object_ != nullptr) drop(object_);
+  }
+  T* get() const { return object_; }
+  T* operator->() const { return object_; }
+  T& operator*() const { return *object_; }
+  explicit operator bool() const { return object_ != nullptr; }
+  // Gives up the reference without dropping it.
+  T* release() { return std::exchange(object_, nullptr); }
+  void reset() { Ref().swap(*this); }
+  void swap(Ref& other) noexcept { std::swap(object_, other.object_); }
+  friend bool operator==(const Ref& a, const Ref& b) { return a.object_ == b.object_; }
+
+ private:
+  T* object_ = nullptr;
+};
+using OperationRef = Ref<Operation>;
+// A Ref<Base> as a Ref<Derived> (static_pointer_cast).
+template <class Derived, class Base>
+Ref<Derived> static_ref_cast(Ref<Base>&& base) {
+  return Ref<Derived>::adopt(static_cast<Derived*>(base.release()));
+}
+// A new plain Operation (the tests'), freed with delete.
+inline OperationRef make_operation(const char* what) {
+  auto* operation = new Operation(what);
+  operation->destroy = [](Operation* done) { delete done; };
+  return OperationRef::adopt(operation);
+}
 
 // Where the progress thread runs (placement's plan; docs/placement.md).
 struct ProgressThreadPlace {
@@ -280,7 +372,7 @@ class Progress {
   // Told, under the lock, of every operation that completes with an error,
   // after its on_complete (chorus' session keeps them, so finalize reports
   // an error nobody was told of).
-  void set_failure_note(std::function<void(const std::shared_ptr<Operation>&)> note) { failure_note_ = std::move(note); }
+  void set_failure_note(std::function<void(const OperationRef&)> note) { failure_note_ = std::move(note); }
   std::optional<Error> probe_failure(bool stalled = true) { return failure_probe_ ? failure_probe_(stalled) : std::nullopt; }
 
   // --- non-blocking operations ---
@@ -299,8 +391,16 @@ class Progress {
   // `large`: worth waking a napping progress thread for at once (a small
   // operation waits for its next tick, or for the caller's wait: a wakeup
   // costs the application a context switch, more than a small one takes).
-  void start_collective(const std::shared_ptr<Operation>& operation, std::function<void()> body, bool large);
-  void start_point_to_point(const std::shared_ptr<Operation>& operation, bool large);
+  // The list of collectives takes a reference of its own; a
+  // point-to-point operation is listed without a reference: its owner
+  // (a Request) keeps it, and hands its reference to Progress if it goes
+  // before the operation completes (detach).
+  void start_collective(Operation& operation, std::function<void()> body, bool large);
+  void start_point_to_point(Operation& operation, bool large);
+  // Without the lock: the owner's reference to `operation` goes. One still
+  // outstanding and listed as a point-to-point operation is adopted:
+  // Progress drops that reference when it completes.
+  void detach(Operation& operation) noexcept;
 
   // Without the lock: drive progress until `operation` completes (wait) or
   // once (test). Throw the operation's error, if any.
@@ -320,7 +420,7 @@ class Progress {
   // error `why` gives it; they are complete on return.
   void cancel_all(const std::function<Error(const Operation&)>& why);
   // Every outstanding operation, in the order they were started.
-  std::vector<std::shared_ptr<Operation>> outstanding_operations() const;
+  std::vector<OperationRef> outstanding_operations() const;
 
   // Under the lock: resumes what can move on.
   int advance();
@@ -340,16 +440,21 @@ class Progress {
 
  private:
   enum class Step { waiting, advanced, completed };
-  void add(const std::shared_ptr<Operation>& operation, bool large);
+  void add(Operation& operation, bool large);
   // `pending`: the slot of its request, which has not finished.
-  void add_point_to_point(const std::shared_ptr<Operation>& operation, Slot& pending, bool large);
+  void add_point_to_point(Operation& operation, Slot& pending, bool large);
   // Takes it out of point_to_point_ (the last one takes its place).
-  std::shared_ptr<Operation> unlist(Operation& operation);
+  void unlist(Operation& operation);
+  // A listed point-to-point operation has just been unlisted: completes it
+  // and, if Progress had adopted it, drops that reference.
+  void finish_point_to_point(Operation& operation) noexcept;
   // The point-to-point operations whose requests the engine says finished.
   int complete_finished_point_to_point();
   Step step(Operation& operation);
   void remove(Operation& operation);
-  void finish(const std::shared_ptr<Operation>& operation) noexcept;
+  // The last that touches `operation` unless the caller owns a reference:
+  // its owner may free it as soon as `complete` is set.
+  void finish(Operation& operation) noexcept;
   void fail(Operation& operation, const Error& error);
   void fail_all(const Error& error);
   // One round of the caller's progress towards `operation`: returns true
@@ -395,7 +500,7 @@ class Progress {
   Engine::Impl& engine_;
   const ProgressRules rules_;
   std::function<std::optional<Error>(bool stalled)> failure_probe_;
-  std::function<void(const std::shared_ptr<Operation>&)> failure_note_;
+  std::function<void(const OperationRef&)> failure_note_;
   Operation* running_ = nullptr;  // the operation whose fiber step() resumed
 
   // Non-blocking operations (enable_operations).
@@ -405,12 +510,13 @@ class Progress {
   ProgressThreadPlace place_;
   bool between_calls_ = false;  // the transport needs progress between calls
   // Collectives (fibers), in the order started: advance() walks them.
-  std::vector<std::shared_ptr<Operation>> operations_;
+  std::vector<OperationRef> operations_;
   // Point-to-point operations, in no order: each knows its place, and the
   // engine names those whose requests finished, so completing one costs the
   // same however many are outstanding (a window of 64 irecvs walked all 64
   // at each completion, and erased each from the middle of the list).
-  std::vector<std::shared_ptr<Operation>> point_to_point_;
+  // Not owned: their Requests own them (or Progress, once adopted).
+  std::vector<Operation*> point_to_point_;
   std::vector<void*> finished_batch_;  // the engine's finished_waiters() being completed
   uint64_t next_sequence_ = 0;
   bool advancing_ = false;

@@ -34,21 +34,21 @@ void Progress::serve_between_calls() {
   if (between_calls_) ensure_thread();
 }
 
-void Progress::add(const std::shared_ptr<Operation>& operation, bool large) {
-  operation->sequence = next_sequence_++;
-  operations_.push_back(operation);
+void Progress::add(Operation& operation, bool large) {
+  operation.sequence = next_sequence_++;
+  operations_.push_back(OperationRef::share(&operation));
   walk_again_ = true;  // advance() steps a new operation even if no request finishes
   outstanding_.fetch_add(1);
   ensure_thread();
   wake_thread(large);
 }
 
-void Progress::add_point_to_point(const std::shared_ptr<Operation>& operation, Slot& pending, bool large) {
-  operation->sequence = next_sequence_++;
+void Progress::add_point_to_point(Operation& operation, Slot& pending, bool large) {
+  operation.sequence = next_sequence_++;
+  point_to_point_.push_back(&operation);
   // An index, 32 bits: more than 4 billion outstanding operations do not fit in memory.
-  operation->listed_at = static_cast<uint32_t>(point_to_point_.size());
-  point_to_point_.push_back(operation);
-  pending.waiter = operation.get();  // listed first: a failed push_back names no waiter
+  operation.listed_at = static_cast<uint32_t>(point_to_point_.size() - 1);
+  pending.waiter = &operation;  // listed first: a failed push_back names no waiter
   outstanding_.fetch_add(1);
   ensure_thread();
   wake_thread(large);
@@ -56,17 +56,31 @@ void Progress::add_point_to_point(const std::shared_ptr<Operation>& operation, S
 
 // Inlined (it completes every receive): out of line it was a call frame of
 // about 15 instructions on a path of a few hundred.
-[[gnu::always_inline]] inline std::shared_ptr<Operation> Progress::unlist(Operation& operation) {
+[[gnu::always_inline]] inline void Progress::unlist(Operation& operation) {
   const uint32_t at = operation.listed_at;
-  std::shared_ptr<Operation> keep = std::move(point_to_point_[at]);
-  if (at + 1 != point_to_point_.size()) {
-    point_to_point_[at] = std::move(point_to_point_.back());
-    point_to_point_[at]->listed_at = at;
-  }
+  Operation* const last = point_to_point_.back();
+  point_to_point_[at] = last;
+  last->listed_at = at;
   point_to_point_.pop_back();
   operation.listed_at = Operation::kNotListed;
   drop_outstanding();
-  return keep;
+}
+
+void Progress::finish_point_to_point(Operation& operation) noexcept {
+  // Read before finish(): once `complete` is set, an operation Progress does
+  // not own may be freed by its Request's thread.
+  const bool adopted = operation.adopted;
+  finish(operation);
+  if (adopted) drop(&operation);
+}
+
+void Progress::detach(Operation& operation) noexcept {
+  std::lock_guard lock(*mutex_);
+  if (!operation.complete.load(std::memory_order_relaxed) && operation.listed_at != Operation::kNotListed) {
+    operation.adopted = true;  // its Request's reference is Progress' now
+    return;
+  }
+  drop(&operation);  // complete, or a collective (its list holds a reference of its own)
 }
 
 int Progress::complete_finished_point_to_point() {
@@ -81,8 +95,8 @@ int Progress::complete_finished_point_to_point() {
         auto* operation = static_cast<Operation*>(finished_batch_[i]);
         if (operation == nullptr || operation->listed_at == Operation::kNotListed) continue;
         if (step(*operation) != Step::completed) continue;  // cannot happen: its request finished
-        std::shared_ptr<Operation> keep = unlist(*operation);  // alive through finish()
-        finish(keep);
+        unlist(*operation);
+        finish_point_to_point(*operation);
         ++moved;
       }
       finished_batch_.clear();
@@ -101,13 +115,15 @@ void Progress::complete_delivered(void* waiter, const Completion& done) noexcept
   if (operation->listed_at == Operation::kNotListed) return;  // cannot happen: only a listed one is a waiter
   operation->completion = done;
   operation->request = Request{};  // as take_finished leaves it
-  std::shared_ptr<Operation> keep = unlist(*operation);  // alive through finish()
-  finish(keep);
+  unlist(*operation);
+  finish_point_to_point(*operation);
 }
 
-std::vector<std::shared_ptr<Operation>> Progress::outstanding_operations() const {
-  std::vector<std::shared_ptr<Operation>> all(operations_);
-  all.insert(all.end(), point_to_point_.begin(), point_to_point_.end());
+std::vector<OperationRef> Progress::outstanding_operations() const {
+  std::vector<OperationRef> all(operations_);
+  // Under the lock: a listed one's owner drops it only under the lock
+  // (detach), so the reference is taken while it is alive.
+  for (Operation* operation : point_to_point_) all.push_back(OperationRef::share(operation));
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a->sequence < b->sequence; });
   return all;
 }
@@ -118,36 +134,35 @@ void Progress::remove(Operation& operation) {
     engine_.clear_waiter(operation.request, &operation);
     std::replace(finished_batch_.begin(), finished_batch_.end(), static_cast<void*>(&operation),
                  static_cast<void*>(nullptr));
-    std::shared_ptr<Operation> keep = unlist(operation);
-    finish(keep);
+    unlist(operation);
+    finish_point_to_point(operation);
     return;
   }
   auto it = std::find_if(operations_.begin(), operations_.end(),
-                         [&](const std::shared_ptr<Operation>& candidate) { return candidate.get() == &operation; });
+                         [&](const OperationRef& candidate) { return candidate.get() == &operation; });
   if (it == operations_.end()) return;
-  std::shared_ptr<Operation> keep = *it;  // alive through finish()
+  const OperationRef keep = std::move(*it);  // alive through finish()
   operations_.erase(it);
   drop_outstanding();
-  finish(keep);
+  finish(*keep);
 }
 
-void Progress::start_collective(const std::shared_ptr<Operation>& operation, std::function<void()> body,
-                                bool large) {
-  if (!operation->collective) operation->collective = std::make_unique<CollectiveState>();
-  operation->collective->fiber = std::make_unique<Fiber>(std::move(body), kFiberStackBytes);
+void Progress::start_collective(Operation& operation, std::function<void()> body, bool large) {
+  if (!operation.collective) operation.collective = std::make_unique<CollectiveState>();
+  operation.collective->fiber = std::make_unique<Fiber>(std::move(body), kFiberStackBytes);
   add(operation, large);
   // Run it to its first wait now: its first messages leave before the
   // caller goes back to computing.
-  if (step(*operation) == Step::completed) remove(*operation);
+  if (step(operation) == Step::completed) remove(operation);
 }
 
-void Progress::start_point_to_point(const std::shared_ptr<Operation>& operation, bool large) {
+void Progress::start_point_to_point(Operation& operation, bool large) {
   // One already complete (an eager send the transport copied, a receive
   // whose message had arrived) never joins the list, nor wakes the thread.
   // One look at its slot: pending, or finished (step() takes it).
-  Slot* pending = engine_.pending_slot(operation->request);
+  Slot* pending = engine_.pending_slot(operation.request);
   if (pending == nullptr) {
-    step(*operation);
+    step(operation);
     return finish(operation);
   }
   add_point_to_point(operation, *pending, large);
@@ -184,8 +199,7 @@ Progress::Step Progress::step(Operation& operation) {
   return Step::completed;
 }
 
-void Progress::finish(const std::shared_ptr<Operation>& finished) noexcept {
-  Operation& operation = *finished;
+void Progress::finish(Operation& operation) noexcept {
   if (operation.on_complete) {
     try {
       operation.on_complete(operation);
@@ -195,7 +209,7 @@ void Progress::finish(const std::shared_ptr<Operation>& finished) noexcept {
   }
   if (operation.error && failure_note_) {
     try {
-      failure_note_(finished);
+      failure_note_(OperationRef::share(&operation));
     } catch (const std::exception& e) {
       log::warn("keeping the failure of ", operation.name, " for finalize's report failed: ", e.what());
     }
@@ -225,12 +239,12 @@ int Progress::advance() {
         ++i;
         continue;
       }
-      std::shared_ptr<Operation> operation = operations_[i];  // alive through its step and finish
+      const OperationRef operation = operations_[i];  // alive through its step and finish
       const Step result = step(*operation);
       if (result == Step::completed) {
         operations_.erase(operations_.begin() + static_cast<std::ptrdiff_t>(i));
         drop_outstanding();
-        finish(operation);
+        finish(*operation);
         ++moved;
         continue;
       }
@@ -351,15 +365,20 @@ size_t Progress::wait_any(const std::vector<Operation*>& operations) {
 void Progress::complete_all(std::unique_lock<DriverMutex>& lock, const void* owner) {
   (void)lock;  // held by the caller
   for (;;) {
-    std::shared_ptr<Operation> next;
-    for (const auto* list : {&operations_, &point_to_point_}) {
-      for (const auto& operation : *list) {
+    OperationRef next;  // owned: it may complete, and its Request go, while it is driven
+    for (const OperationRef& operation : operations_) {
+      if (owner == nullptr || operation->owner == owner) {
+        next = operation;
+        break;
+      }
+    }
+    if (!next) {
+      for (Operation* operation : point_to_point_) {
         if (owner == nullptr || operation->owner == owner) {
-          next = operation;
+          next = OperationRef::share(operation);
           break;
         }
       }
-      if (next) break;
     }
     if (!next) return;
     while (!drive(*next)) {
@@ -388,7 +407,7 @@ void Progress::settle(std::chrono::milliseconds quiet) {
 }
 
 void Progress::cancel_all(const std::function<Error(const Operation&)>& why) {
-  const std::vector<std::shared_ptr<Operation>> doomed = outstanding_operations();
+  const std::vector<OperationRef> doomed = outstanding_operations();
   // Every engine request and abort first, then one advance completes them
   // all, each with its own error (a completion may abandon the rest).
   for (const auto& operation : doomed) {
@@ -434,7 +453,7 @@ void Progress::check_stalled(Clock::time_point now) {
       return;
     }
   }
-  for (auto& operation : std::vector<std::shared_ptr<Operation>>(operations_)) {
+  for (auto& operation : std::vector<OperationRef>(operations_)) {
     const CollectiveState* collective = operation->fiber() ? operation->collective.get() : nullptr;
     if (collective != nullptr && collective->awaited.valid() &&
         now - collective->awaited_since >= engine_.settings().timeout) {

@@ -511,6 +511,24 @@ void detached_request(Communicator& world, std::vector<int64_t>& data) {
   world.barrier();
 }
 
+// Receives whose requests are destroyed before their messages come still
+// land: Progress adopts a listed point-to-point operation whose Request
+// goes (docs/nonblocking.md, "Who owns an operation"). One eager, one by
+// rendezvous; checked after finalize, as `data` above.
+void detached_receives(Communicator& world, std::vector<int64_t>& small, std::vector<int64_t>& large) {
+  const int left = (world.rank() + world.size() - 1) % world.size();
+  const int right = (world.rank() + 1) % world.size();
+  {
+    Request dropped_small = world.irecv(small.data(), small.size() * sizeof(int64_t), left, 77);
+    Request dropped_large = world.irecv(large.data(), large.size() * sizeof(int64_t), left, 78);
+  }
+  world.barrier();  // every rank's receives are posted and dropped before a message is sent
+  const std::vector<int64_t> mine(large.size(), world.rank() + 1);
+  world.send(mine.data(), small.size() * sizeof(int64_t), right, 77);
+  world.send(mine.data(), large.size() * sizeof(int64_t), right, 78);
+  world.barrier();
+}
+
 void usage() {
   std::printf(
       "Usage: chorusrun -n N chorus-nonblocking [--rounds R] [--compute-ms MS] [--no-thread-check]\n\n"
@@ -561,10 +579,17 @@ int main(int argc, char** argv) {
     if (thread_check) progress_without_calls(world);
     std::vector<int64_t> detached(50000, 1);
     detached_request(world, detached);
+    std::vector<int64_t> small(8, -1), large(50000, -1);  // 400 KB: a rendezvous on every transport
+    detached_receives(world, small, large);
     const int size = world.size();
+    const int64_t from_left = (world.rank() + size - 1) % size + 1;
     dup.finalize();
     world.finalize();
     check(detached[0] == size && detached.back() == size, "a detached request's operation completed by finalize");
+    check(std::all_of(small.begin(), small.end(), [&](int64_t v) { return v == from_left; }),
+          "a detached eager receive landed");
+    check(std::all_of(large.begin(), large.end(), [&](int64_t v) { return v == from_left; }),
+          "a detached rendezvous receive landed");
   } catch (const chorus::Error& e) {
     check(false, std::string("chorus error: ") + e.what());
   }

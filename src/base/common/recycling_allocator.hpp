@@ -1,6 +1,6 @@
 // An allocator that keeps freed single objects for the next allocation of
-// the same type, for the objects every non-blocking call makes (with
-// std::allocate_shared: control block and object in one block).
+// the same type, for the objects every non-blocking call makes (a request's
+// state, which counts its own references; the MPI request).
 //
 // Why: an application posts a window of requests (osu_bw: 64 isends) and
 // then frees them together; glibc's per-thread cache keeps 7 blocks of a

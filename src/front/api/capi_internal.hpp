@@ -22,7 +22,7 @@ struct chorus_request {
   chorus::Request request;
   std::function<void()> after_completion;
 
-  static chorus::Request wrap(std::shared_ptr<chorus::RequestState> state) { return chorus::Request(std::move(state)); }
+  static chorus::Request wrap(chorus::RequestRef state) { return chorus::Request(state.release()); }
 };
 
 namespace chorus::capi {

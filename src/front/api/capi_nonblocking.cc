@@ -21,7 +21,7 @@ chorus_request_t* checked_output(chorus_request_t* request, const char* what) {
 }
 
 // Hands a started operation to the caller as *request.
-void hand_out(chorus_request_t* request, std::shared_ptr<chorus::RequestState> state,
+void hand_out(chorus_request_t* request, chorus::RequestRef state,
               std::function<void()> after_completion = {}) {
   auto handle = std::make_unique<chorus_request>();
   handle->request = chorus_request::wrap(std::move(state));

@@ -397,7 +397,7 @@ void CommunicatorImpl::finalize(const char* how) {
               counted.bytes_in_other_hosts);
   }
   std::optional<Error> failure;
-  std::vector<std::shared_ptr<p2p::Operation>> cancelled;
+  std::vector<p2p::OperationRef> cancelled;
   if (sticky_error_ || !session.bootstrap) {
     // Failed: every operation was abandoned with the error and completes at once.
     if (progress != nullptr) progress->complete_all(lock, nullptr);
@@ -446,7 +446,7 @@ void CommunicatorImpl::finalize(const char* how) {
 // those it cancelled, and those that failed with nobody told (a detached
 // request's error).
 std::optional<Error> CommunicatorImpl::report_operations(
-    const std::vector<std::shared_ptr<p2p::Operation>>& cancelled) {
+    const std::vector<p2p::OperationRef>& cancelled) {
   std::vector<std::string> lines;
   for (const auto& operation : cancelled) lines.push_back(describe_operation(*operation));
   std::optional<Error> unreported;

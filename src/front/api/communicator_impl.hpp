@@ -125,10 +125,10 @@ struct Session {
   // what caused it (`reported_failures`: the texts of the communicators'
   // failures that calls have thrown): a detached request's error is
   // reported somewhere, and the echo of a failure already reported is not.
-  std::vector<std::shared_ptr<p2p::Operation>> failed_operations;
+  std::vector<p2p::OperationRef> failed_operations;
   std::vector<std::string> reported_failures;
   // Progress' failure note (enable_operations): every operation that failed.
-  void note_failure(const std::shared_ptr<p2p::Operation>& operation) { failed_operations.push_back(operation); }
+  void note_failure(const p2p::OperationRef& operation) { failed_operations.push_back(operation); }
   void note_reported(const Error& error) {
     if (std::find(reported_failures.begin(), reported_failures.end(), error.what()) == reported_failures.end()) {
       reported_failures.emplace_back(error.what());
@@ -179,7 +179,7 @@ struct Session {
 
 // What a Request holds: the operation itself, with the session that
 // advances it. One object, so a request is one allocation (recycled) and
-// one reference count, not two. The session is not owned: a request reads
+// one reference count (in the object: p2p::Ref), not two. The session is not owned: a request reads
 // it only while its operation is not complete, and no session goes before
 // its operations complete (every communicator's finalize, which its
 // destructor runs, completes or cancels its own; the world's, all). An
@@ -191,12 +191,27 @@ struct RequestState final : p2p::Operation {
       : p2p::Operation(what, std::forward<OnComplete>(complete)...), session(owner) {}
   Session* session;
 };
+static_assert(sizeof(RequestState) <= 192, "a request's state is three cache lines (docs/performance.md)");
+using RequestRef = p2p::Ref<RequestState>;
 // A request's state, recycled (common/recycling_allocator.hpp), with its
-// on_complete if one is given.
+// on_complete if one is given; its last reference gives it back.
 template <class... OnComplete>
-std::shared_ptr<RequestState> make_request_state(Session& session, const char* what, OnComplete&&... complete) {
-  return std::allocate_shared<RequestState>(RecyclingAllocator<RequestState>{}, &session, what,
-                                            std::forward<OnComplete>(complete)...);
+RequestRef make_request_state(Session& session, const char* what, OnComplete&&... complete) {
+  RecyclingAllocator<RequestState> allocator;
+  RequestState* memory = allocator.allocate(1);
+  RequestState* state;
+  try {
+    state = ::new (static_cast<void*>(memory)) RequestState(&session, what, std::forward<OnComplete>(complete)...);
+  } catch (...) {
+    allocator.deallocate(memory, 1);
+    throw;
+  }
+  state->destroy = [](p2p::Operation* done) {
+    auto* freed = static_cast<RequestState*>(done);
+    freed->~RequestState();
+    RecyclingAllocator<RequestState>().deallocate(freed, 1);
+  };
+  return RequestRef::adopt(state);
 }
 
 // The digest of a non-blocking call: its blocking twin's, changed, so that
@@ -290,12 +305,12 @@ class CommunicatorImpl {
   // return it; Progress completes it.
   // `keep`: what args' arrays point into (a v-collective's displacements
   // chorus computed), kept alive until the operation has run.
-  std::shared_ptr<RequestState> start(Collective op, const coll::Args& args, std::shared_ptr<const void> keep = {});
+  RequestRef start(Collective op, const coll::Args& args, std::shared_ptr<const void> keep = {});
   // A v-collective's start: the displacements BlockArgs computes for empty
   // spans live with the operation.
-  std::shared_ptr<RequestState> start_block(Collective op, const coll::Args& args);
-  std::shared_ptr<RequestState> start_send(const void* buf, size_t bytes, int peer, int tag);
-  std::shared_ptr<RequestState> start_recv(void* buf, size_t bytes, int peer, int tag);
+  RequestRef start_block(Collective op, const coll::Args& args);
+  RequestRef start_send(const void* buf, size_t bytes, int peer, int tag);
+  RequestRef start_recv(void* buf, size_t bytes, int peer, int tag);
 
   // Collective over this communicator (see Communicator::split). Returns
   // nullptr to ranks that passed a negative color.
@@ -330,7 +345,7 @@ class CommunicatorImpl {
   // World finalize with non-blocking operations anywhere in the job: lets
   // them complete, then cancels what cannot (communicator.cc).
   void settle_operations(p2p::Progress* progress, const std::function<void()>& drive);
-  std::optional<Error> report_operations(const std::vector<std::shared_ptr<p2p::Operation>>& cancelled);
+  std::optional<Error> report_operations(const std::vector<p2p::OperationRef>& cancelled);
   // Throws if the communicator was finalized, its world was, or an earlier
   // error made it unusable; inline, as every call asks.
   void check_usable() const {
@@ -388,9 +403,9 @@ class CommunicatorImpl {
                      uint32_t digest, coll::Scratch& scratch, bool on_fiber);
   void verify_same_call(const CallRecord& mine, p2p::CallTag call, coll::Scratch& scratch, bool on_fiber);
   // Non-blocking helpers.
-  std::shared_ptr<RequestState> completed_request(const char* what) const;
+  RequestRef completed_request(const char* what) const;
   // An isend's operation (a RequestState), to be given its engine request.
-  std::shared_ptr<p2p::Operation> send_operation(int peer, int tag, size_t bytes);
+  RequestRef send_operation(int peer, int tag, size_t bytes);
   // send's and isend's checks and call record (under the lock): the peer's
   // engine rank. Inline with the helpers below: on every message's path.
   int begin_send(const char* what, const void* buf, size_t bytes, int peer, int tag) {

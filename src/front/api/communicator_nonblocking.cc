@@ -19,7 +19,7 @@ constexpr size_t kLargeOperationBytes = 64 * 1024;
 }  // namespace
 
 void Session::enable_operations(p2p::Progress& progress) {
-  progress.set_failure_note([this](const std::shared_ptr<p2p::Operation>& failed) { note_failure(failed); });
+  progress.set_failure_note([this](const p2p::OperationRef& failed) { note_failure(failed); });
   progress.enable_operations(mutex, settings.progress == "thread",
                              p2p::ProgressThreadPlace{progress_cpus, settings.report_bindings, job.rank});
 }
@@ -29,8 +29,8 @@ p2p::Progress* Session::operations() {
   return &engine->progress_engine();
 }
 
-std::shared_ptr<RequestState> CommunicatorImpl::completed_request(const char* what) const {
-  std::shared_ptr<RequestState> state = make_request_state(*session_, what);
+RequestRef CommunicatorImpl::completed_request(const char* what) const {
+  RequestRef state = make_request_state(*session_, what);
   state->complete.store(true);
   return state;
 }
@@ -56,8 +56,7 @@ const char* nonblocking_name(Collective op) {
   return index < std::size(kNames) ? kNames[index] : collective_name(op).data();
 }
 
-std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll::Args& args,
-                                                      std::shared_ptr<const void> keep) {
+RequestRef CommunicatorImpl::start(Collective op, const coll::Args& args, std::shared_ptr<const void> keep) {
   const char* name = nonblocking_name(op);
   CallScope scope(*this, name);
   std::lock_guard lock(session_->mutex);
@@ -77,7 +76,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
     return completed_request(name);
   }
   // Moved, not copied, between the two types (no reference count taken).
-  std::shared_ptr<p2p::Operation> operation = make_request_state(*session_, name, [](p2p::Operation& done) {
+  RequestRef operation = make_request_state(*session_, name, [](p2p::Operation& done) {
     // Under the lock. The communicator outlives its operations: finalize
     // completes them first.
     CommunicatorImpl& self = *static_cast<CommunicatorImpl*>(done.owner);
@@ -95,10 +94,10 @@ std::shared_ptr<RequestState> CommunicatorImpl::start(Collective op, const coll:
   ++outstanding_operations_;
   const bool large = payload_bytes(op, args, size()) >= kLargeOperationBytes;
   session_->nonblocking().start_collective(
-      operation,
+      *operation,
       [this, prepared, call_scratch, keep = std::move(keep)] { execute(prepared, *call_scratch, /*on_fiber=*/true); },
       large);
-  return std::static_pointer_cast<RequestState>(std::move(operation));
+  return operation;
 }
 
 namespace {
@@ -106,18 +105,19 @@ namespace {
 // one completed operation, which has nothing to report, and the request
 // holds it without a reference count: such a send makes no RequestState,
 // and its wait frees nothing.
-std::shared_ptr<RequestState> finished_send_state() {
+RequestRef finished_send_state() {
   static RequestState* const state = [] {  // never destroyed: requests may outlive static destruction
     auto* made = new RequestState(nullptr, "isend");
+    made->immortal = true;  // never counted: no request touches a shared count
     made->complete.store(true);
     return made;
   }();
-  return std::shared_ptr<RequestState>(std::shared_ptr<RequestState>(), state);
+  return RequestRef::adopt(state);
 }
 }  // namespace
 
-std::shared_ptr<p2p::Operation> CommunicatorImpl::send_operation(int peer, int tag, size_t bytes) {
-  std::shared_ptr<p2p::Operation> operation = make_request_state(*session_, "isend", [](p2p::Operation& done) {
+RequestRef CommunicatorImpl::send_operation(int peer, int tag, size_t bytes) {
+  RequestRef operation = make_request_state(*session_, "isend", [](p2p::Operation& done) {
     CommunicatorImpl& self = *static_cast<CommunicatorImpl*>(done.owner);
     if (done.error && !self.sticky_error_) {
       done.error = self.become_unusable(Error(
@@ -131,24 +131,24 @@ std::shared_ptr<p2p::Operation> CommunicatorImpl::send_operation(int peer, int t
   return operation;
 }
 
-std::shared_ptr<RequestState> CommunicatorImpl::start_send(const void* buf, size_t bytes, int peer, int tag) {
+RequestRef CommunicatorImpl::start_send(const void* buf, size_t bytes, int peer, int tag) {
   std::lock_guard lock(session_->mutex);
   const int engine_peer = begin_send("isend", buf, bytes, peer, tag);
   p2p::Engine& engine = *session_->engine;
   // Made before the send is posted (an allocation failure then posts nothing)
   // unless the send completes as it is posted (the engine's own test).
-  std::shared_ptr<p2p::Operation> operation;  // a RequestState
+  RequestRef operation;
   if (!engine.sends_at_once(engine_peer, bytes)) operation = send_operation(peer, tag, bytes);
   p2p::Request request;
   guarded("isend",
           [&] { request = engine.isend(engine_peer, p2p::CallTag::point_to_point(context_id_, tag), buf, bytes); });
   if (!operation) return finished_send_state();
   operation->request = request;
-  session_->nonblocking().start_point_to_point(operation, bytes >= kLargeOperationBytes);
-  return std::static_pointer_cast<RequestState>(std::move(operation));
+  session_->nonblocking().start_point_to_point(*operation, bytes >= kLargeOperationBytes);
+  return operation;
 }
 
-std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t bytes, int peer, int tag) {
+RequestRef CommunicatorImpl::start_recv(void* buf, size_t bytes, int peer, int tag) {
   std::lock_guard lock(session_->mutex);
   check_usable();
   chorus::check_user_tag("irecv", tag, true);
@@ -157,7 +157,7 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
   note_call(0, "irecv", engine_peer);
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
   // A RequestState.
-  std::shared_ptr<p2p::Operation> operation = make_request_state(*session_, "irecv", [](p2p::Operation& done) {
+  RequestRef operation = make_request_state(*session_, "irecv", [](p2p::Operation& done) {
     CommunicatorImpl& self = *static_cast<CommunicatorImpl*>(done.owner);
     if (done.error) {
       // A message larger than the buffer is the receiver's mistake and
@@ -179,36 +179,54 @@ std::shared_ptr<RequestState> CommunicatorImpl::start_recv(void* buf, size_t byt
     operation->request = session_->engine->irecv(
         engine_peer, p2p::CallTag::point_to_point(context_id_, tag == kAnyTag ? 0 : tag), buf, bytes, mask);
   });
-  session_->nonblocking().start_point_to_point(operation, bytes >= kLargeOperationBytes);
-  return std::static_pointer_cast<RequestState>(std::move(operation));
+  session_->nonblocking().start_point_to_point(*operation, bytes >= kLargeOperationBytes);
+  return operation;
 }
 
 // --- chorus::Request -------------------------------------------------------------
 
-Request::Request(std::shared_ptr<RequestState> state) : state_(std::move(state)) {}
-Request::Request(Request&&) noexcept = default;
+namespace {
+// Gives up a request's reference to its state. One still outstanding is
+// detached, as MPI_Request_free does: it completes without the request,
+// and Progress drops the reference then (Progress::detach, under the
+// session lock). Its session is alive: no session goes before its
+// operations complete.
+void drop_state(RequestState* state) noexcept {
+  if (state == nullptr) return;
+  if (!state->complete.load(std::memory_order_acquire)) {
+    if (p2p::Progress* progress = state->session->operations()) return progress->detach(*state);
+  }
+  p2p::drop(state);
+}
+// The reference a wait or test holds while it reports the outcome.
+struct HeldState {
+  explicit HeldState(RequestState* held) : state(held) {}
+  RequestState* state;
+  HeldState(const HeldState&) = delete;
+  HeldState& operator=(const HeldState&) = delete;
+  ~HeldState() { drop_state(state); }
+};
+}  // namespace
+
+Request::Request(RequestState* state) : state_(state) {}
+Request::Request(Request&& other) noexcept
+    : state_(std::exchange(other.state_, nullptr)), received_(other.received_) {}
 Request& Request::operator=(Request&& other) noexcept {
-  state_ = std::move(other.state_);  // an active request here is detached
-  received_ = other.received_;
-  other.state_.reset();
+  if (this != &other) {
+    RequestState* const previous = std::exchange(state_, std::exchange(other.state_, nullptr));
+    received_ = other.received_;
+    drop_state(previous);  // an active request here is detached
+  }
   return *this;
 }
-Request::~Request() = default;
-
-namespace {
-// Takes the finished operation out of `request`, keeping what it received.
-void settle(std::shared_ptr<RequestState>& state, Received& received) {
-  received = state->received;
-  state.reset();
-}
-}  // namespace
+Request::~Request() { drop_state(state_); }
 
 void Request::wait() {
   if (!state_) return;
-  const std::shared_ptr<RequestState> state = std::move(state_);  // empty whatever the outcome
-  p2p::Operation& operation = *state;
+  const HeldState held{std::exchange(state_, nullptr)};  // empty whatever the outcome
+  p2p::Operation& operation = *held.state;
   if (!operation.complete.load(std::memory_order_acquire)) {
-    p2p::Progress* progress = state->session->operations();
+    p2p::Progress* progress = held.state->session->operations();
     if (progress == nullptr) fail(Status::finalized, "wait on a request whose communicator was finalized");
     try {
       progress->wait(operation);
@@ -233,13 +251,14 @@ bool Request::test() {
       done = state_->session->operations()->test(operation);
     } catch (const Error&) {
       operation.error_reported.store(true);
-      settle(state_, received_);
+      const HeldState held{std::exchange(state_, nullptr)};
+      received_ = operation.received;
       throw;
     }
   }
   if (!done) return false;
-  std::shared_ptr<RequestState> state = state_;
-  settle(state_, received_);
+  const HeldState held{std::exchange(state_, nullptr)};
+  received_ = operation.received;
   if (operation.error) {
     operation.error_reported.store(true);
     throw *operation.error;
@@ -305,68 +324,68 @@ std::optional<size_t> test_any(std::span<Request> requests) {
 // --- chorus::Communicator, non-blocking calls ------------------------------------
 
 Request Communicator::iallreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
-  return Request(impl().start(Collective::allreduce, {send, recv, count, dtype, op, 0}));
+  return Request(impl().start(Collective::allreduce, {send, recv, count, dtype, op, 0}).release());
 }
 Request Communicator::ibroadcast(void* buf, size_t count, DataType dtype, int root) {
-  return Request(impl().start(Collective::broadcast, {buf, buf, count, dtype, ReduceOp::sum, root}));
+  return Request(impl().start(Collective::broadcast, {buf, buf, count, dtype, ReduceOp::sum, root}).release());
 }
-Request Communicator::ibarrier() { return Request(impl().start(Collective::barrier, {})); }
+Request Communicator::ibarrier() { return Request(impl().start(Collective::barrier, {}).release()); }
 Request Communicator::ireduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root) {
-  return Request(impl().start(Collective::reduce, {send, recv, count, dtype, op, root}));
+  return Request(impl().start(Collective::reduce, {send, recv, count, dtype, op, root}).release());
 }
 Request Communicator::iallgather(const void* send, void* recv, size_t count, DataType dtype) {
-  return Request(impl().start(Collective::allgather, {send, recv, count, dtype, ReduceOp::sum, 0}));
+  return Request(impl().start(Collective::allgather, {send, recv, count, dtype, ReduceOp::sum, 0}).release());
 }
 Request Communicator::ireduce_scatter(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
-  return Request(impl().start(Collective::reduce_scatter, {send, recv, count, dtype, op, 0}));
+  return Request(impl().start(Collective::reduce_scatter, {send, recv, count, dtype, op, 0}).release());
 }
 Request Communicator::ialltoall(const void* send, void* recv, size_t count, DataType dtype) {
-  return Request(impl().start(Collective::alltoall, {send, recv, count, dtype, ReduceOp::sum, 0}));
+  return Request(impl().start(Collective::alltoall, {send, recv, count, dtype, ReduceOp::sum, 0}).release());
 }
 Request Communicator::igather(const void* send, void* recv, size_t count, DataType dtype, int root) {
-  return Request(impl().start(Collective::gather, {send, recv, count, dtype, ReduceOp::sum, root}));
+  return Request(impl().start(Collective::gather, {send, recv, count, dtype, ReduceOp::sum, root}).release());
 }
 Request Communicator::iscatter(const void* send, void* recv, size_t count, DataType dtype, int root) {
-  return Request(impl().start(Collective::scatter, {send, recv, count, dtype, ReduceOp::sum, root}));
+  return Request(impl().start(Collective::scatter, {send, recv, count, dtype, ReduceOp::sum, root}).release());
 }
 Request Communicator::iscan(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
-  return Request(impl().start(Collective::scan, {send, recv, count, dtype, op, 0}));
+  return Request(impl().start(Collective::scan, {send, recv, count, dtype, op, 0}).release());
 }
 Request Communicator::iexscan(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
-  return Request(impl().start(Collective::exscan, {send, recv, count, dtype, op, 0}));
+  return Request(impl().start(Collective::exscan, {send, recv, count, dtype, op, 0}).release());
 }
 
 // The v-collectives: the displacements chorus computes for an empty span
 // live with the operation.
-std::shared_ptr<RequestState> CommunicatorImpl::start_block(Collective op, const coll::Args& args) {
+RequestRef CommunicatorImpl::start_block(Collective op, const coll::Args& args) {
   auto block = std::make_shared<const BlockArgs>(args);
   return start(op, block->args(), block);
 }
 Request Communicator::igatherv(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
                                std::span<const size_t> recv_displs, DataType dtype, int root) {
-  return Request(impl().start_block(Collective::gatherv, gatherv_args(send, send_count, recv, recv_counts, recv_displs, dtype, root)));
+  return Request(impl().start_block(Collective::gatherv, gatherv_args(send, send_count, recv, recv_counts, recv_displs, dtype, root)).release());
 }
 Request Communicator::iscatterv(const void* send, std::span<const size_t> send_counts,
                                 std::span<const size_t> send_displs, void* recv, size_t recv_count, DataType dtype,
                                 int root) {
-  return Request(impl().start_block(Collective::scatterv, scatterv_args(send, send_counts, send_displs, recv, recv_count, dtype, root)));
+  return Request(impl().start_block(Collective::scatterv, scatterv_args(send, send_counts, send_displs, recv, recv_count, dtype, root)).release());
 }
 Request Communicator::iallgatherv(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
                                   std::span<const size_t> recv_displs, DataType dtype) {
-  return Request(impl().start_block(Collective::allgatherv, allgatherv_args(send, send_count, recv, recv_counts, recv_displs, dtype)));
+  return Request(impl().start_block(Collective::allgatherv, allgatherv_args(send, send_count, recv, recv_counts, recv_displs, dtype)).release());
 }
 Request Communicator::ialltoallv(const void* send, std::span<const size_t> send_counts,
                                  std::span<const size_t> send_displs, void* recv, std::span<const size_t> recv_counts,
                                  std::span<const size_t> recv_displs, DataType dtype) {
   return Request(impl().start_block(Collective::alltoallv,
-                            alltoallv_args(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype)));
+                            alltoallv_args(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype)).release());
 }
 
 Request Communicator::isend(const void* buf, size_t bytes, int peer, int tag) {
-  return Request(impl().start_send(buf, bytes, peer, tag));
+  return Request(impl().start_send(buf, bytes, peer, tag).release());
 }
 Request Communicator::irecv(void* buf, size_t bytes, int peer, int tag) {
-  return Request(impl().start_recv(buf, bytes, peer, tag));
+  return Request(impl().start_recv(buf, bytes, peer, tag).release());
 }
 
 }  // namespace chorus
