@@ -179,12 +179,13 @@ struct Session {
 
 // What a Request holds: the operation itself, with the session that
 // advances it. One object, so a request is one allocation (recycled) and
-// one reference count (in the object: p2p::Ref), not two. The session is not owned: a request reads
-// it only while its operation is not complete, and no session goes before
-// its operations complete (every communicator's finalize, which its
-// destructor runs, completes or cancels its own; the world's, all). An
-// owning pointer cost every request two locked instructions (taking and
-// dropping the session's reference; docs/performance.md).
+// one reference count (in the object: p2p::Ref), not two. The session is
+// not owned: a request reads it only while its operation is not complete,
+// and no session goes before its operations complete (every communicator's
+// finalize, which its destructor runs, completes or cancels its own; the
+// world's, all). An owning pointer cost every request two locked
+// instructions (taking and dropping the session's reference;
+// docs/performance.md).
 struct RequestState final : p2p::Operation {
   template <class... OnComplete>
   RequestState(Session* owner, const char* what, OnComplete&&... complete)

@@ -363,22 +363,34 @@ RequestRef CommunicatorImpl::start_block(Collective op, const coll::Args& args) 
 }
 Request Communicator::igatherv(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
                                std::span<const size_t> recv_displs, DataType dtype, int root) {
-  return Request(impl().start_block(Collective::gatherv, gatherv_args(send, send_count, recv, recv_counts, recv_displs, dtype, root)).release());
+  return Request(
+      impl()
+          .start_block(Collective::gatherv, gatherv_args(send, send_count, recv, recv_counts, recv_displs, dtype, root))
+          .release());
 }
 Request Communicator::iscatterv(const void* send, std::span<const size_t> send_counts,
                                 std::span<const size_t> send_displs, void* recv, size_t recv_count, DataType dtype,
                                 int root) {
-  return Request(impl().start_block(Collective::scatterv, scatterv_args(send, send_counts, send_displs, recv, recv_count, dtype, root)).release());
+  return Request(
+      impl()
+          .start_block(Collective::scatterv,
+                       scatterv_args(send, send_counts, send_displs, recv, recv_count, dtype, root))
+          .release());
 }
 Request Communicator::iallgatherv(const void* send, size_t send_count, void* recv, std::span<const size_t> recv_counts,
                                   std::span<const size_t> recv_displs, DataType dtype) {
-  return Request(impl().start_block(Collective::allgatherv, allgatherv_args(send, send_count, recv, recv_counts, recv_displs, dtype)).release());
+  return Request(
+      impl()
+          .start_block(Collective::allgatherv, allgatherv_args(send, send_count, recv, recv_counts, recv_displs, dtype))
+          .release());
 }
 Request Communicator::ialltoallv(const void* send, std::span<const size_t> send_counts,
                                  std::span<const size_t> send_displs, void* recv, std::span<const size_t> recv_counts,
                                  std::span<const size_t> recv_displs, DataType dtype) {
-  return Request(impl().start_block(Collective::alltoallv,
-                            alltoallv_args(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype)).release());
+  return Request(impl()
+                     .start_block(Collective::alltoallv, alltoallv_args(send, send_counts, send_displs, recv,
+                                                                        recv_counts, recv_displs, dtype))
+                     .release());
 }
 
 Request Communicator::isend(const void* buf, size_t bytes, int peer, int tag) {
