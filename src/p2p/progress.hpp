@@ -268,19 +268,12 @@ class Ref {
   explicit operator bool() const { return object_ != nullptr; }
   // Gives up the reference without dropping it.
   T* release() { return std::exchange(object_, nullptr); }
-  void reset() { Ref().swap(*this); }
-  void swap(Ref& other) noexcept { std::swap(object_, other.object_); }
   friend bool operator==(const Ref& a, const Ref& b) { return a.object_ == b.object_; }
 
  private:
   T* object_ = nullptr;
 };
 using OperationRef = Ref<Operation>;
-// A Ref<Base> as a Ref<Derived> (static_pointer_cast).
-template <class Derived, class Base>
-Ref<Derived> static_ref_cast(Ref<Base>&& base) {
-  return Ref<Derived>::adopt(static_cast<Derived*>(base.release()));
-}
 // A new plain Operation (the tests'), freed with delete.
 inline OperationRef make_operation(const char* what) {
   auto* operation = new Operation(what);
