@@ -38,6 +38,10 @@ constexpr auto kTickWindow = std::chrono::seconds(1);
 // retransmission timeout, so a call's end leaves its duties waiting no
 // longer than a lost ack would.
 constexpr auto kLongestInCallNap = std::chrono::microseconds(4000);
+// On a CPU shared with the application, the longest the thread stays aside
+// while the application keeps calling: the most a computation that follows
+// the calls waits for the thread to take up their operations.
+constexpr auto kLongestAsideNap = std::chrono::microseconds(1000);
 
 // "0,2,3" (this layer does not link the topology's formatter).
 std::string cpu_list(const std::vector<unsigned>& cpus) {
@@ -194,7 +198,7 @@ void Progress::idle(Clock::duration remaining, bool blocking) {
   sched_yield();
 }
 
-bool Progress::sleep_on(int transport_fd, int wake_fd, std::chrono::microseconds limit) {
+bool Progress::sleep_on(int transport_fd, int wake_fd, std::chrono::microseconds limit, bool* woken) {
   pollfd fds[2];
   nfds_t count = 0;
   if (wake_fd >= 0) fds[count++] = pollfd{wake_fd, POLLIN, 0};
@@ -207,10 +211,12 @@ bool Progress::sleep_on(int transport_fd, int wake_fd, std::chrono::microseconds
     timeout_ptr = &timeout;
   }
   const bool ok = ppoll(fds, count, timeout_ptr, nullptr) >= 0 || errno == EINTR;
-  if (wake_fd >= 0 && (fds[0].revents & POLLIN) != 0) {
+  const bool signalled = wake_fd >= 0 && (fds[0].revents & POLLIN) != 0;
+  if (signalled) {
     uint64_t drained = 0;
     (void)!read(wake_fd, &drained, sizeof drained);
   }
+  if (woken != nullptr) *woken = signalled;
   return ok;
 }
 
@@ -350,7 +356,34 @@ void Progress::nap(int transport_fd, std::chrono::microseconds limit) {
   if (!skip && !sleep_on(transport_fd, wake_fd_, limit)) {
     log::warn("the progress thread's ppoll failed: ", errno_string(errno));
   }
+  if (!skip) count_wakeup();
   flag.store(false);
+}
+
+void Progress::step_aside(std::chrono::microseconds& backoff) {
+  if (rules_.thread_spins) {
+    // A CPU of its own: a wakeup costs the application nothing, and a large
+    // operation the call starts wakes the nap at once (wake_thread).
+    nap(-1, backoff);
+    backoff = std::min<std::chrono::microseconds>(backoff * 2, kLongestNap);
+    return;
+  }
+  // The application's CPU, shared: each wakeup preempts the call, which
+  // polls itself. Longer while the application keeps calling, and only a
+  // large collective wakes it (wake_thread): at 1 MiB, naps of 200 us and a
+  // wakeup per large send and receive made 10 000 context switches a
+  // second and cost a tenth of osu_bw's rate (docs/nonblocking.md, "The
+  // progress thread on a shared CPU").
+  bool woken = false;
+  thread_aside_.store(true, std::memory_order_relaxed);
+  if (!stop_.load() && !sleep_on(-1, wake_fd_, aside_nap_, &woken)) {
+    log::warn("the progress thread's ppoll failed: ", errno_string(errno));
+  }
+  thread_aside_.store(false, std::memory_order_relaxed);
+  count_wakeup();
+  // Woken for a collective, which its caller may overlap with a
+  // computation: look again soon.
+  aside_nap_ = woken ? kFirstNap : std::min<std::chrono::microseconds>(aside_nap_ * 2, kLongestAsideNap);
 }
 
 void Progress::serve_transport() {
@@ -446,10 +479,13 @@ void Progress::thread_main() {
     // An application thread drives now (it waits for the lock, or holds it):
     // step aside without queueing on the lock, which would cost it a wakeup.
     if (mutex_->wanted() || !mutex_->try_lock_quietly()) {
-      nap(-1, backoff);
-      backoff = std::min<std::chrono::microseconds>(backoff * 2, kLongestNap);
+      step_aside(backoff);
       continue;
     }
+    // The call it stepped aside for is over: the next step aside starts
+    // short, so that one that starts a computation's operations keeps
+    // the thread away for 10 us, not 1 ms.
+    aside_nap_ = kFirstNap;
     int events = 0;
     int fd = -1;
     bool may_block = false;

@@ -430,6 +430,9 @@ class Progress {
   // starts the progress thread now, not with the first non-blocking call.
   void serve_between_calls();
   size_t outstanding() const { return operations_.size() + point_to_point_.size(); }
+  // How often the progress thread woke from a nap or from stepping aside
+  // (the tests of its schedule, docs/nonblocking.md).
+  uint64_t thread_wakeups() const { return thread_wakeups_.load(std::memory_order_relaxed); }
 
  private:
   enum class Step { waiting, advanced, completed };
@@ -465,7 +468,8 @@ class Progress {
   // The one way progress sleeps: until the transport's fd (>= 0) or the
   // thread's wake fd (>= 0) is readable, at most `limit` (negative: no
   // limit). Returns false if the poll itself failed.
-  bool sleep_on(int transport_fd, int wake_fd, std::chrono::microseconds limit);
+  // `woken`, if given: whether the wake fd ended the sleep.
+  bool sleep_on(int transport_fd, int wake_fd, std::chrono::microseconds limit, bool* woken = nullptr);
   // With every operation started: inline, as their common case (the thread
   // runs, or there is none, and it does not sleep) is two loads.
   void ensure_thread() {
@@ -474,18 +478,29 @@ class Progress {
   void start_thread();
   void thread_main();
   void place_thread();
-  void wake_thread(bool large) {
+  void wake_thread(bool large, bool collective = false) {
     // Paired with the thread's store of thread_sleeping_ before it re-checks
     // outstanding_ (both sequentially consistent): no wakeup is lost. A thread
     // in a timed nap is woken only for a large operation; it sees a small one
-    // at its next tick.
-    if (thread_.joinable() && (thread_sleeping_.load() || (large && thread_napping_.load()))) signal_thread();
+    // at its next tick. One stepping aside on a shared CPU (step_aside) is
+    // woken for a large collective only: the computation it overlaps may
+    // follow this call, while a large send or receive is usually followed
+    // by the next call (docs/nonblocking.md, "The progress thread on a
+    // shared CPU").
+    if (thread_.joinable() &&
+        (thread_sleeping_.load() ||
+         (large && (thread_napping_.load() || (collective && thread_aside_.load(std::memory_order_relaxed)))))) {
+      signal_thread();
+    }
   }
   void signal_thread();
   // The thread's nap: until the transport's fd (>= 0) or the wake fd is
   // readable, at most `limit` (negative: no limit; an operation started
   // meanwhile wakes it).
   void nap(int transport_fd, std::chrono::microseconds limit);
+  // While an application thread is inside a call (which polls) or waits
+  // for the lock: out of its way for a while (`backoff`: the thread's nap).
+  void step_aside(std::chrono::microseconds& backoff);
   // With nothing outstanding: one round of the transport's own duties
   // between calls (UD: acks, retransmissions), then a nap on its fd.
   void serve_transport();
@@ -522,6 +537,13 @@ class Progress {
   Clock::time_point next_probe_{};
   // The thread's own (it reads application_locks() under the lock).
   uint64_t locks_seen_ = 0;
+  // Stepping aside on a shared CPU (step_aside): how long, next time.
+  std::chrono::microseconds aside_nap_{10};  // kFirstNap
+  // Written by the thread alone: a load and a store, no locked instruction.
+  std::atomic<uint64_t> thread_wakeups_{0};
+  void count_wakeup() {
+    thread_wakeups_.store(thread_wakeups_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   std::chrono::microseconds in_call_nap_{1000};
   bool transport_error_logged_ = false;
 
@@ -530,6 +552,7 @@ class Progress {
   std::atomic<bool> stop_{false};
   std::atomic<bool> thread_sleeping_{false};  // asleep until woken (no operation for a while)
   std::atomic<bool> thread_napping_{false};   // a timed nap: a tick or a backoff
+  std::atomic<bool> thread_aside_{false};     // stepping aside on a shared CPU
   std::atomic<size_t> outstanding_{0};
   // Under the lock, as every change of outstanding_ is: a plain store. Only
   // an increment pairs with the thread's sleep (wake_thread), so only it

@@ -40,7 +40,7 @@ void Progress::add(Operation& operation, bool large) {
   walk_again_ = true;  // advance() steps a new operation even if no request finishes
   outstanding_.fetch_add(1);
   ensure_thread();
-  wake_thread(large);
+  wake_thread(large, /*collective=*/true);
 }
 
 void Progress::add_point_to_point(Operation& operation, Slot& pending, bool large) {

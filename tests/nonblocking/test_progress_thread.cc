@@ -10,9 +10,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 using namespace chorus;
 using namespace std::chrono_literals;
@@ -164,4 +166,65 @@ TEST(ProgressWaitAny, AnOperationCompletedWhileWaitingForTheLockEndsTheWait) {
   while (!holding) std::this_thread::yield();
   EXPECT_EQ(f.progress->wait_any({&operation}), 0u);
   completer.join();
+}
+
+// On a CPU it shares with the application (more threads than this host's
+// CPUs: the rules of ProgressRules::for_host), the thread stays out of a
+// call's way: every wakeup would preempt the call, which polls itself.
+// Naps of at most 1 ms while the call lasts, not 200 us, and the large
+// operations the call starts do not wake it (docs/nonblocking.md, "The
+// progress thread on a shared CPU"). Once the application stops calling,
+// the thread takes the operations up again. A loaded host makes the naps
+// longer, so fewer wakeups: the bound cannot fail from load.
+TEST(ProgressThread, StaysAsideWhileTheApplicationCallsOnASharedCpu) {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  ASSERT_GT(cpus, 0);
+  DutyTransport transport(false);
+  // As many local ranks as CPUs: two threads each, one CPU.
+  p2p::Engine engine(transport, 0, 1, static_cast<int>(cpus), settings());
+  p2p::Progress& progress = engine.progress_engine();
+  p2p::DriverMutex mutex;
+  std::vector<p2p::OperationRef> operations;
+  std::array<uint64_t, 4> buffers{};
+  auto post = [&](p2p::Tag tag) {  // under the lock: a receive nobody sends to
+    p2p::OperationRef operation = p2p::make_operation("irecv");
+    operation->request = engine.irecv(0, tag, &buffers[tag], sizeof(uint64_t));
+    progress.start_point_to_point(*operation, /*large=*/true);
+    operations.push_back(std::move(operation));
+  };
+  {
+    std::lock_guard lock(mutex);
+    progress.enable_operations(mutex, /*thread=*/true);
+    post(0);
+  }
+  // The thread polls while the operation is outstanding and nobody calls.
+  EXPECT_GT(polls_after(transport, 0, 2000ms), 0);
+
+  constexpr auto kCall = 300ms;
+  uint64_t woke = 0;
+  int polled = 0;
+  {
+    std::lock_guard lock(mutex);  // a long call, which starts large operations
+    const uint64_t wakeups_before = progress.thread_wakeups();
+    const int polls_before = transport.polls();
+    for (p2p::Tag tag = 1; tag < 4; ++tag) {
+      post(tag);
+      std::this_thread::sleep_for(kCall / 3);
+    }
+    woke = progress.thread_wakeups() - wakeups_before;
+    polled = transport.polls() - polls_before;
+  }
+  EXPECT_EQ(polled, 0) << "the thread does not poll while a call holds the lock";
+  // 1 ms naps (after 10, 20, ... 640 us): about 300 in 300 ms; naps of
+  // 200 us and a wakeup per large operation made 1 500 and more.
+  EXPECT_LE(woke, 300u + 20u) << "wakeups of the progress thread during a " << kCall.count() << " ms call";
+
+  // The call is over and the application computes: the thread polls again.
+  const int at_end = transport.polls();
+  EXPECT_GT(polls_after(transport, at_end, 2000ms), at_end);
+  {
+    std::lock_guard lock(mutex);
+    progress.cancel_all([](const p2p::Operation&) { return Error(Status::internal, "test over"); });
+  }
+  progress.stop_thread();
 }
