@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """The status table of docs/mpi.md, generated from the code.
 
-Every MPI-3.1 collective, group, communicator and datatype function (the
-standard's chapters 4, 5 and 6, listed below) gets its status from the
+Every MPI-3.1 collective, group, communicator, datatype and process
+topology function (the standard's chapters 4, 5, 6 and 7, listed below) gets its status from the
 sources, not from anyone's memory:
 
   supported      defined in src/front/mpi/*.cc outside unsupported.cc and
@@ -66,6 +66,16 @@ FAMILIES = [
         "MPI_Pack", "MPI_Unpack", "MPI_Pack_size", "MPI_Pack_external", "MPI_Unpack_external",
         "MPI_Pack_external_size"]),
 ]
+
+FAMILIES.append(("process topologies (7)", "graph and distributed-graph topologies, the v- and w-forms of the "
+                 "neighbourhood collectives and their non-blocking forms are not implemented", [
+    "MPI_Dims_create", "MPI_Cart_create", "MPI_Cart_get", "MPI_Cartdim_get", "MPI_Cart_rank", "MPI_Cart_coords",
+    "MPI_Cart_shift", "MPI_Cart_sub", "MPI_Cart_map", "MPI_Topo_test", "MPI_Graph_create", "MPI_Graphdims_get",
+    "MPI_Graph_get", "MPI_Graph_neighbors_count", "MPI_Graph_neighbors", "MPI_Graph_map",
+    "MPI_Dist_graph_create_adjacent", "MPI_Dist_graph_create", "MPI_Dist_graph_neighbors_count",
+    "MPI_Dist_graph_neighbors", "MPI_Neighbor_allgather", "MPI_Neighbor_allgatherv", "MPI_Neighbor_alltoall",
+    "MPI_Neighbor_alltoallv", "MPI_Neighbor_alltoallw", "MPI_Ineighbor_allgather", "MPI_Ineighbor_allgatherv",
+    "MPI_Ineighbor_alltoall", "MPI_Ineighbor_alltoallv", "MPI_Ineighbor_alltoallw"]))
 
 # MPI-4.0's large-count forms of the collectives (MPI_Count counts, MPI_Aint
 # displacements; chapter 6 of MPI-4.0), declared in mpi_large_count.h.

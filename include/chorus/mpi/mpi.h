@@ -462,6 +462,32 @@ int MPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispl
                    void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
                    MPI_Comm comm, MPI_Request* request);
 
+/* Cartesian process topologies (ranks are never reordered) and their
+   neighbourhood collectives (docs/mpi.md) */
+int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder,
+                    MPI_Comm* comm_cart);
+int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]);
+int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank);
+int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int* rank_dest);
+int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]);
+int MPI_Cartdim_get(MPI_Comm comm, int* ndims);
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm);
+int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int* newrank);
+int MPI_Dims_create(int nnodes, int ndims, int dims[]);
+int MPI_Topo_test(MPI_Comm comm, int* status);
+int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                           MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                          MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                            const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                           void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                           MPI_Comm comm);
+int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                           const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                           const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm);
+
 /* ======================================================================== */
 /* Declared only: each returns MPI_ERR_UNSUPPORTED_OPERATION naming itself   */
 /* (through the error handler of its communicator argument, else of         */
@@ -514,17 +540,7 @@ int MPI_Info_set(MPI_Info info, const char* key, const char* value);
 int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int* flag);
 int MPI_Info_free(MPI_Info* info);
 
-/* Process topologies */
-int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder,
-                    MPI_Comm* comm_cart);
-int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]);
-int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank);
-int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int* rank_dest);
-int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]);
-int MPI_Cartdim_get(MPI_Comm comm, int* ndims);
-int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm);
-int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int* newrank);
-int MPI_Dims_create(int nnodes, int ndims, int dims[]);
+/* Process topologies: graph and distributed graph (Cartesian ones work, above) */
 int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int edges[], int reorder,
                      MPI_Comm* comm_graph);
 int MPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[]);
@@ -532,7 +548,6 @@ int MPI_Graphdims_get(MPI_Comm comm, int* nnodes, int* nedges);
 int MPI_Graph_neighbors_count(MPI_Comm comm, int rank, int* nneighbors);
 int MPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[]);
 int MPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int* newrank);
-int MPI_Topo_test(MPI_Comm comm, int* status);
 int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[],
                           const int destinations[], const int weights[], MPI_Info info, int reorder,
                           MPI_Comm* comm_dist_graph);
@@ -542,10 +557,6 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int so
 int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int* indegree, int* outdegree, int* weighted);
 int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[], int maxoutdegree,
                              int destinations[], int destweights[]);
-int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                           MPI_Datatype recvtype, MPI_Comm comm);
-int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                          MPI_Datatype recvtype, MPI_Comm comm);
 
 /* One-sided (RMA) */
 int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win* win);

@@ -101,7 +101,9 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
     Comm c = use_comm(comm);
     if (newcomm == nullptr) fail(MPI_ERR_ARG, "null newcomm");
     *newcomm = MPI_COMM_NULL;
-    *newcomm = make_comm(c.chorus.dup(), comm->errhandler, comm->world_ranks);
+    MPI_Comm made = make_comm(c.chorus.dup(), comm->errhandler, comm->world_ranks);
+    made->cart = comm->cart;  // a duplicate keeps the topology (MPI-3.1 6.4.2)
+    *newcomm = made;
   });
 }
 

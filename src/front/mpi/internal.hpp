@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -37,6 +38,15 @@ struct chorus_mpi_group {
   bool predefined;
 };
 
+namespace chorus::mpi {
+// A Cartesian process topology: the extent and periodicity of each
+// dimension, ranks in row-major order (topology.cc).
+struct CartTopology {
+  std::vector<int> dims;
+  std::vector<bool> periods;
+};
+}  // namespace chorus::mpi
+
 struct chorus_mpi_comm {
   uint32_t magic;
   chorus::Communicator* chorus;    // collectives and user point-to-point
@@ -50,6 +60,9 @@ struct chorus_mpi_comm {
   // every call's path, then reads them without two calls into libchorus.
   int rank = -1;
   int size = 0;
+  // A Cartesian topology's shape (MPI_Cart_create, MPI_Cart_sub), shared by
+  // its duplicates (MPI_Comm_dup keeps the topology); nullptr: none.
+  std::shared_ptr<const chorus::mpi::CartTopology> cart = nullptr;
 };
 
 namespace chorus::mpi {
@@ -240,7 +253,9 @@ inline void check_buffer(const void* buffer, size_t count, const char* role) {  
 // (Gather, scatter and allgatherv are chorus' own collectives, and so are
 // the gathers of the reductions chorus cannot compute; what is left here
 // serves scan.cc.)
-enum InternalTag : int { kTagScan = 3 };
+// kTagNeighbor + 2 * dimension (+ 1 toward the higher coordinate) serves the
+// neighbourhood collectives of a Cartesian topology (topology.cc).
+enum InternalTag : int { kTagScan = 3, kTagNeighbor = 16 };
 
 // Receives exactly `bytes` bytes from `peer`; another length means the ranks
 // passed different counts or datatypes.

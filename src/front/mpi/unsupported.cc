@@ -121,35 +121,7 @@ int MPI_Info_free(MPI_Info* info) {
   return unsupported("MPI_Info_free", MPI_COMM_WORLD);
 }
 
-// --- Process topologies
-int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder,
-                    MPI_Comm* comm_cart) {
-  return unsupported("MPI_Cart_create", comm_old);
-}
-int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]) {
-  return unsupported("MPI_Cart_coords", comm);
-}
-int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank) {
-  return unsupported("MPI_Cart_rank", comm);
-}
-int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int* rank_dest) {
-  return unsupported("MPI_Cart_shift", comm);
-}
-int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]) {
-  return unsupported("MPI_Cart_get", comm);
-}
-int MPI_Cartdim_get(MPI_Comm comm, int* ndims) {
-  return unsupported("MPI_Cartdim_get", comm);
-}
-int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm) {
-  return unsupported("MPI_Cart_sub", comm);
-}
-int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int* newrank) {
-  return unsupported("MPI_Cart_map", comm);
-}
-int MPI_Dims_create(int nnodes, int ndims, int dims[]) {
-  return unsupported("MPI_Dims_create", MPI_COMM_WORLD);
-}
+// --- Process topologies: graph and distributed graph (Cartesian ones: topology.cc)
 int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int edges[], int reorder,
                      MPI_Comm* comm_graph) {
   return unsupported("MPI_Graph_create", comm_old);
@@ -169,9 +141,6 @@ int MPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors
 int MPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int* newrank) {
   return unsupported("MPI_Graph_map", comm);
 }
-int MPI_Topo_test(MPI_Comm comm, int* status) {
-  return unsupported("MPI_Topo_test", comm);
-}
 int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[],
                           const int destinations[], const int weights[], MPI_Info info, int reorder,
                           MPI_Comm* comm_dist_graph) {
@@ -188,14 +157,6 @@ int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int* indegree, int* outdegree,
 int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[], int maxoutdegree,
                              int destinations[], int destweights[]) {
   return unsupported("MPI_Dist_graph_neighbors", comm);
-}
-int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                           MPI_Datatype recvtype, MPI_Comm comm) {
-  return unsupported("MPI_Neighbor_allgather", comm);
-}
-int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                          MPI_Datatype recvtype, MPI_Comm comm) {
-  return unsupported("MPI_Neighbor_alltoall", comm);
 }
 
 // --- One-sided (RMA)

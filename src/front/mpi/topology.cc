@@ -1,0 +1,468 @@
+// Cartesian process topologies (MPI-3.1 chapter 7): MPI_Dims_create, the
+// MPI_Cart_* calls, MPI_Topo_test, and the neighbourhood collectives of a
+// Cartesian communicator. A topology is the communicator's shape only:
+// ranks are never reordered (`reorder` is allowed to be ignored, and Open
+// MPI's default topology component ignores it too), so rank r of the new
+// communicator is rank r of the old one. Graph and distributed-graph
+// topologies stay declared only (docs/mpi.md).
+#include "mpi/internal.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <functional>
+#include <span>
+#include <tuple>
+
+namespace chorus::mpi {
+namespace {
+
+// Dimensions beyond this are refused: the neighbourhood collectives' tags
+// (kTagNeighbor + 2 * dimension + 1) and every array below stay small.
+constexpr int kMaxDims = 64;
+
+void check_ndims(int ndims, const char* role) {
+  if (ndims < 0 || ndims > kMaxDims) fail(MPI_ERR_DIMS, role, " ", ndims, " is not in 0..", kMaxDims);
+}
+
+const CartTopology& cart_of(MPI_Comm comm) {
+  if (!comm->cart) fail(MPI_ERR_TOPOLOGY, "the communicator has no Cartesian topology");
+  return *comm->cart;
+}
+
+// The number of ranks a grid of `dims` holds; MPI_ERR_DIMS if an extent is
+// not positive, MPI_ERR_ARG if the grid is larger than `available` ranks.
+int grid_size(int ndims, const int dims[], int available) {
+  if (ndims > 0 && dims == nullptr) fail(MPI_ERR_ARG, "null dims");
+  long long product = 1;
+  for (int i = 0; i < ndims; ++i) {
+    if (dims[i] <= 0) fail(MPI_ERR_DIMS, "dims[", i, "] = ", dims[i], " is not positive");
+    product *= dims[i];
+    if (product > available) {
+      fail(MPI_ERR_ARG, "a grid of ", ndims, " dimensions needs more ranks than the communicator's ", available);
+    }
+  }
+  return static_cast<int>(product);
+}
+
+// Row-major: the last dimension varies fastest.
+std::vector<int> coords_of(const CartTopology& cart, int rank) {
+  std::vector<int> coords(cart.dims.size());
+  for (size_t i = cart.dims.size(); i-- > 0;) {
+    coords[i] = rank % cart.dims[i];
+    rank /= cart.dims[i];
+  }
+  return coords;
+}
+
+// The rank at `coords` (a periodic dimension wraps; a coordinate outside a
+// non-periodic one is MPI_PROC_NULL if `outside_is_null`, else an error).
+int rank_at(const CartTopology& cart, const int coords[], bool outside_is_null) {
+  int rank = 0;
+  for (size_t i = 0; i < cart.dims.size(); ++i) {
+    const int extent = cart.dims[i];
+    int at = coords[i];
+    if (at < 0 || at >= extent) {
+      if (!cart.periods[i]) {
+        if (outside_is_null) return MPI_PROC_NULL;
+        fail(MPI_ERR_ARG, "coordinate ", at, " of dimension ", i, " is outside 0..", extent - 1,
+             " and the dimension is not periodic");
+      }
+      at = ((at % extent) + extent) % extent;
+    }
+    rank = rank * extent + at;
+  }
+  return rank;
+}
+
+// The two neighbours of `rank` along `dimension` at distance `disp`.
+std::pair<int, int> shifted(const CartTopology& cart, int rank, int dimension, int disp) {
+  std::vector<int> coords = coords_of(cart, rank);
+  const int here = coords[static_cast<size_t>(dimension)];
+  coords[static_cast<size_t>(dimension)] = here - disp;
+  const int source = rank_at(cart, coords.data(), true);
+  coords[static_cast<size_t>(dimension)] = here + disp;
+  const int dest = rank_at(cart, coords.data(), true);
+  return {source, dest};
+}
+
+// Where incoming block k lands: `count` elements of `type` at `at`.
+struct Landing {
+  std::byte* at = nullptr;
+  size_t count = 0;
+  const Datatype* type = nullptr;
+};
+
+// The neighbourhood collectives' exchange: block k goes to and comes from
+// neighbour k, which along dimension d is the lower neighbour (k = 2d) and
+// the higher one (k = 2d + 1), MPI_PROC_NULL at a non-periodic edge (its
+// blocks are neither sent nor written). A message's tag says which way it
+// travels, so that in a dimension of extent 1 or 2, where both neighbours
+// are one rank, the block sent up arrives as the one from below.
+// `send_block(k)`: the packed bytes of outgoing block k; `landing(k)`:
+// where incoming block k goes.
+template <class SendBlock, class LandingOf>
+void neighbor_exchange(const Comm& c, const CartTopology& cart, SendBlock&& send_block, LandingOf&& landing) {
+  const size_t neighbours = 2 * cart.dims.size();
+  std::vector<Bytes> incoming(neighbours), outgoing(neighbours);
+  std::vector<chorus::Request> receives(neighbours), sends(neighbours);
+  std::vector<int> peers(neighbours);
+  for (size_t d = 0; d < cart.dims.size(); ++d) {
+    std::tie(peers[2 * d], peers[2 * d + 1]) = shifted(cart, c.rank, static_cast<int>(d), 1);
+  }
+  // Every block is packed and every landing checked before anything is
+  // posted: a refused argument leaves no receive behind. Every receive is
+  // posted before any send, so no rank waits on another's send order.
+  std::vector<Landing> landings(neighbours);
+  for (size_t k = 0; k < neighbours; ++k) {
+    if (peers[k] == MPI_PROC_NULL) continue;
+    landings[k] = landing(k);
+    incoming[k].resize(packed_bytes(landings[k].count, *landings[k].type));
+    outgoing[k] = send_block(k);
+  }
+  for (size_t k = 0; k < neighbours; ++k) {
+    if (peers[k] == MPI_PROC_NULL) continue;
+    // From below it travelled up (tag + 1); from above, down.
+    const int tag = kTagNeighbor + static_cast<int>(k & ~size_t{1}) + ((k & 1) == 0 ? 1 : 0);
+    receives[k] = c.internal.irecv(incoming[k].data(), incoming[k].size(), peers[k], tag);
+  }
+  for (size_t k = 0; k < neighbours; ++k) {
+    if (peers[k] == MPI_PROC_NULL) continue;
+    sends[k] = c.internal.isend(outgoing[k].data(), outgoing[k].size(), peers[k], kTagNeighbor + static_cast<int>(k));
+  }
+  chorus::wait_all(sends);
+  chorus::wait_all(receives);
+  for (size_t k = 0; k < neighbours; ++k) {
+    if (peers[k] == MPI_PROC_NULL) continue;
+    const size_t got = receives[k].received().bytes;
+    if (got != incoming[k].size()) {
+      fail(MPI_ERR_TRUNCATE, "neighbour rank ", peers[k], " sent ", got, " bytes where ", incoming[k].size(),
+           " were expected: counts or datatypes differ between ranks");
+    }
+    unpack(incoming[k].data(), landings[k].count, *landings[k].type, landings[k].at);
+  }
+}
+
+// Block k of `count` elements of `type` at element displacement `index`.
+std::byte* element_at(void* buffer, size_t index, const Datatype& type) {
+  return static_cast<std::byte*>(buffer) + static_cast<MPI_Aint>(index) * type.extent;
+}
+const std::byte* element_at(const void* buffer, size_t index, const Datatype& type) {
+  return static_cast<const std::byte*>(buffer) + static_cast<MPI_Aint>(index) * type.extent;
+}
+
+// A per-neighbour count or displacement array, checked.
+std::span<const int> per_neighbour(const int* values, size_t neighbours, const char* role) {
+  if (values == nullptr && neighbours > 0) fail(MPI_ERR_ARG, "null ", role);
+  return {values, neighbours};
+}
+size_t count_of(std::span<const int> counts, size_t k, const char* role) {
+  if (counts[k] < 0) fail(MPI_ERR_COUNT, role, "[", k, "] = ", counts[k], " is negative");
+  return static_cast<size_t>(counts[k]);
+}
+
+void check_neighbor_buffers(const void* sendbuf, size_t sendcount, void* recvbuf, size_t recvcount) {
+  if (sendbuf == MPI_IN_PLACE || recvbuf == MPI_IN_PLACE) {
+    fail(MPI_ERR_ARG, "MPI_IN_PLACE is not allowed in a neighbourhood collective");
+  }
+  check_buffer(sendbuf, sendcount, "sendbuf");
+  check_buffer(recvbuf, recvcount, "recvbuf");
+}
+
+// MPI_Neighbor_allgather (`one_for_all`: every neighbour gets the whole
+// send buffer) and MPI_Neighbor_alltoall (neighbour k gets block k), with
+// `recvcount` elements from each.
+void neighbor_blocks(MPI_Comm comm, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                     int recvcount, MPI_Datatype recvtype, bool one_for_all) {
+  Comm c = use_comm(comm);
+  const CartTopology& cart = cart_of(comm);
+  const size_t send_n = use_count(sendcount, "sendcount"), recv_n = use_count(recvcount, "recvcount");
+  const Datatype& stype = use_type(sendtype, "sendtype");
+  const Datatype& rtype = use_type(recvtype, "recvtype");
+  check_neighbor_buffers(sendbuf, send_n, recvbuf, recv_n);
+  const Bytes whole = one_for_all ? pack_copy(sendbuf, send_n, stype) : Bytes{};
+  neighbor_exchange(
+      c, cart,
+      [&](size_t k) { return one_for_all ? whole : pack_copy(element_at(sendbuf, k * send_n, stype), send_n, stype); },
+      [&](size_t k) { return Landing{element_at(recvbuf, k * recv_n, rtype), recv_n, &rtype}; });
+}
+
+// Where each block of a v- or w-form is: its byte offset and its type.
+struct BlockPlace {
+  MPI_Aint offset = 0;
+  const Datatype* type = nullptr;
+};
+using BlockLayout = std::vector<BlockPlace>;
+
+// MPI_Neighbor_alltoallv and _alltoallw: block k is `sendcounts[k]` /
+// `recvcounts[k]` elements at send[k] / recv[k].
+void neighbor_per_block(MPI_Comm comm, const void* sendbuf, const int sendcounts[], const BlockLayout& send,
+                        void* recvbuf, const int recvcounts[], const BlockLayout& recv) {
+  Comm c = use_comm(comm);
+  const CartTopology& cart = cart_of(comm);
+  const auto scounts = per_neighbour(sendcounts, send.size(), "sendcounts");
+  const auto rcounts = per_neighbour(recvcounts, recv.size(), "recvcounts");
+  check_neighbor_buffers(sendbuf, 0, recvbuf, 0);
+  neighbor_exchange(
+      c, cart,
+      [&](size_t k) {
+        const size_t n = count_of(scounts, k, "sendcounts");
+        check_buffer(sendbuf, n, "sendbuf");
+        return pack_copy(static_cast<const std::byte*>(sendbuf) + send[k].offset, n, *send[k].type);
+      },
+      [&](size_t k) {
+        const size_t n = count_of(rcounts, k, "recvcounts");
+        check_buffer(recvbuf, n, "recvbuf");
+        return Landing{static_cast<std::byte*>(recvbuf) + recv[k].offset, n, recv[k].type};
+      });
+}
+
+}  // namespace
+}  // namespace chorus::mpi
+
+using namespace chorus::mpi;
+
+extern "C" {
+
+// Greedy, as Open MPI's: every prime factor of what the free dimensions
+// must hold, the largest first, multiplies the free dimension that is
+// smallest so far; the free dimensions are then sorted, largest first.
+int MPI_Dims_create(int nnodes, int ndims, int dims[]) {
+  return call("MPI_Dims_create", MPI_COMM_WORLD, [&] {
+    if (nnodes <= 0) fail(MPI_ERR_ARG, "nnodes ", nnodes, " is not positive");
+    check_ndims(ndims, "ndims");
+    if (ndims > 0 && dims == nullptr) fail(MPI_ERR_ARG, "null dims");
+    int fixed = 1;  // the product of the given dimensions
+    std::vector<size_t> free_dims;
+    for (int i = 0; i < ndims; ++i) {
+      if (dims[i] < 0) fail(MPI_ERR_DIMS, "dims[", i, "] = ", dims[i], " is negative");
+      if (dims[i] == 0) {
+        free_dims.push_back(static_cast<size_t>(i));
+        continue;
+      }
+      if (dims[i] > nnodes / fixed) fail(MPI_ERR_DIMS, "the given dims hold more than nnodes ", nnodes);
+      fixed *= dims[i];
+    }
+    if (nnodes % fixed != 0) fail(MPI_ERR_DIMS, "nnodes ", nnodes, " is not a multiple of the given dims' ", fixed);
+    int rest = nnodes / fixed;
+    if (free_dims.empty()) {
+      if (rest != 1) fail(MPI_ERR_DIMS, "every dimension is given and their product is not nnodes ", nnodes);
+      return;
+    }
+    std::vector<int> primes;  // rest's prime factors, smallest first
+    for (int p = 2; static_cast<long long>(p) * p <= rest; ++p) {
+      while (rest % p == 0) primes.push_back(p), rest /= p;
+    }
+    if (rest > 1) primes.push_back(rest);
+    std::vector<int> made(free_dims.size(), 1);
+    for (auto prime = primes.rbegin(); prime != primes.rend(); ++prime) {
+      *std::min_element(made.begin(), made.end()) *= *prime;
+    }
+    std::sort(made.begin(), made.end(), std::greater<int>());
+    for (size_t i = 0; i < free_dims.size(); ++i) dims[free_dims[i]] = made[i];
+  });
+}
+
+int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder,
+                    MPI_Comm* comm_cart) {
+  (void)reorder;  // ranks keep their order (the file's comment)
+  return call("MPI_Cart_create", comm_old, [&] {
+    Comm c = use_comm(comm_old);
+    if (comm_cart == nullptr) fail(MPI_ERR_ARG, "null comm_cart");
+    *comm_cart = MPI_COMM_NULL;
+    check_ndims(ndims, "ndims");
+    if (ndims > 0 && periods == nullptr) fail(MPI_ERR_ARG, "null periods");
+    const int members = grid_size(ndims, dims, c.size);
+    auto cart = std::make_shared<CartTopology>();
+    cart->dims.assign(dims, dims + ndims);
+    for (int i = 0; i < ndims; ++i) cart->periods.push_back(periods[i] != 0);
+    // Collective over comm_old: the ranks past the grid get MPI_COMM_NULL.
+    MPI_Comm made = split_comm(comm_old, c, c.rank < members ? 0 : MPI_UNDEFINED, c.rank);
+    if (made != MPI_COMM_NULL) made->cart = std::move(cart);
+    *comm_cart = made;
+  });
+}
+
+int MPI_Cartdim_get(MPI_Comm comm, int* ndims) {
+  return call("MPI_Cartdim_get", comm, [&] {
+    use_comm(comm);
+    if (ndims == nullptr) fail(MPI_ERR_ARG, "null ndims");
+    *ndims = static_cast<int>(cart_of(comm).dims.size());
+  });
+}
+
+int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]) {
+  return call("MPI_Cart_get", comm, [&] {
+    Comm c = use_comm(comm);
+    const CartTopology& cart = cart_of(comm);
+    if (maxdims < 0) fail(MPI_ERR_ARG, "maxdims ", maxdims, " is negative");
+    const size_t shown = std::min(static_cast<size_t>(maxdims), cart.dims.size());
+    if (shown > 0 && (dims == nullptr || periods == nullptr || coords == nullptr)) {
+      fail(MPI_ERR_ARG, "null dims, periods or coords");
+    }
+    const std::vector<int> mine = coords_of(cart, c.rank);
+    for (size_t i = 0; i < shown; ++i) {
+      dims[i] = cart.dims[i];
+      periods[i] = cart.periods[i] ? 1 : 0;
+      coords[i] = mine[i];
+    }
+  });
+}
+
+int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank) {
+  return call("MPI_Cart_rank", comm, [&] {
+    use_comm(comm);
+    const CartTopology& cart = cart_of(comm);
+    if (rank == nullptr || (!cart.dims.empty() && coords == nullptr)) fail(MPI_ERR_ARG, "null coords or rank");
+    *rank = rank_at(cart, coords, false);
+  });
+}
+
+int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]) {
+  return call("MPI_Cart_coords", comm, [&] {
+    Comm c = use_comm(comm);
+    const CartTopology& cart = cart_of(comm);
+    if (rank < 0 || rank >= c.size) fail(MPI_ERR_RANK, "rank ", rank, " is not in 0..", c.size - 1);
+    if (maxdims < static_cast<int>(cart.dims.size())) {
+      fail(MPI_ERR_ARG, "maxdims ", maxdims, " is less than the topology's ", cart.dims.size(), " dimensions");
+    }
+    if (!cart.dims.empty() && coords == nullptr) fail(MPI_ERR_ARG, "null coords");
+    const std::vector<int> found = coords_of(cart, rank);
+    std::copy(found.begin(), found.end(), coords);
+  });
+}
+
+int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int* rank_dest) {
+  return call("MPI_Cart_shift", comm, [&] {
+    Comm c = use_comm(comm);
+    const CartTopology& cart = cart_of(comm);
+    if (rank_source == nullptr || rank_dest == nullptr) fail(MPI_ERR_ARG, "null rank_source or rank_dest");
+    if (direction < 0 || direction >= static_cast<int>(cart.dims.size())) {
+      fail(MPI_ERR_ARG, "direction ", direction, " is not a dimension of the topology (0..",
+           static_cast<int>(cart.dims.size()) - 1, ")");
+    }
+    std::tie(*rank_source, *rank_dest) = shifted(cart, c.rank, direction, disp);
+  });
+}
+
+// Collective: each rank joins the ranks that share its coordinates in the
+// dimensions left out, ordered as in the parent (row-major over the kept
+// dimensions is the parent's order).
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm) {
+  return call("MPI_Cart_sub", comm, [&] {
+    Comm c = use_comm(comm);
+    const CartTopology& cart = cart_of(comm);
+    if (newcomm == nullptr || (!cart.dims.empty() && remain_dims == nullptr)) {
+      fail(MPI_ERR_ARG, "null remain_dims or newcomm");
+    }
+    *newcomm = MPI_COMM_NULL;
+    const std::vector<int> mine = coords_of(cart, c.rank);
+    auto kept = std::make_shared<CartTopology>();
+    int color = 0;
+    for (size_t i = 0; i < cart.dims.size(); ++i) {
+      if (remain_dims[i] != 0) {
+        kept->dims.push_back(cart.dims[i]);
+        kept->periods.push_back(cart.periods[i]);
+      } else {
+        color = color * cart.dims[i] + mine[i];
+      }
+    }
+    MPI_Comm made = split_comm(comm, c, color, c.rank);
+    made->cart = std::move(kept);
+    *newcomm = made;
+  });
+}
+
+int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int* newrank) {
+  (void)periods;  // the mapping keeps ranks in place, whatever wraps
+  return call("MPI_Cart_map", comm, [&] {
+    Comm c = use_comm(comm);
+    if (newrank == nullptr) fail(MPI_ERR_ARG, "null newrank");
+    check_ndims(ndims, "ndims");
+    *newrank = c.rank < grid_size(ndims, dims, c.size) ? c.rank : MPI_UNDEFINED;
+  });
+}
+
+int MPI_Topo_test(MPI_Comm comm, int* status) {
+  return call("MPI_Topo_test", comm, [&] {
+    use_comm(comm);
+    if (status == nullptr) fail(MPI_ERR_ARG, "null status");
+    *status = comm->cart ? MPI_CART : MPI_UNDEFINED;
+  });
+}
+
+int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                           MPI_Datatype recvtype, MPI_Comm comm) {
+  return call("MPI_Neighbor_allgather", comm, [&] {
+    neighbor_blocks(comm, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, /*one_for_all=*/true);
+  });
+}
+
+int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                          MPI_Datatype recvtype, MPI_Comm comm) {
+  return call("MPI_Neighbor_alltoall", comm, [&] {
+    neighbor_blocks(comm, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, /*one_for_all=*/false);
+  });
+}
+
+int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                            const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+  return call("MPI_Neighbor_allgatherv", comm, [&] {
+    Comm c = use_comm(comm);
+    const CartTopology& cart = cart_of(comm);
+    const size_t neighbours = 2 * cart.dims.size();
+    const size_t send_n = use_count(sendcount, "sendcount");
+    const Datatype& stype = use_type(sendtype, "sendtype");
+    const Datatype& rtype = use_type(recvtype, "recvtype");
+    const auto counts = per_neighbour(recvcounts, neighbours, "recvcounts");
+    const auto at = per_neighbour(displs, neighbours, "displs");
+    check_neighbor_buffers(sendbuf, send_n, recvbuf, 0);
+    const Bytes packed = pack_copy(sendbuf, send_n, stype);
+    neighbor_exchange(
+        c, cart, [&](size_t) { return packed; },
+        [&](size_t k) {
+          const size_t n = count_of(counts, k, "recvcounts");
+          check_buffer(recvbuf, n, "recvbuf");
+          return Landing{element_at(recvbuf, static_cast<size_t>(at[k]), rtype), n, &rtype};
+        });
+  });
+}
+
+int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                           void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                           MPI_Comm comm) {
+  return call("MPI_Neighbor_alltoallv", comm, [&] {
+    use_comm(comm);
+    const size_t neighbours = 2 * cart_of(comm).dims.size();
+    const Datatype& stype = use_type(sendtype, "sendtype");
+    const Datatype& rtype = use_type(recvtype, "recvtype");
+    const auto sat = per_neighbour(sdispls, neighbours, "sdispls");
+    const auto rat = per_neighbour(rdispls, neighbours, "rdispls");
+    BlockLayout send(neighbours), recv(neighbours);
+    for (size_t k = 0; k < neighbours; ++k) {
+      send[k] = {static_cast<MPI_Aint>(sat[k]) * stype.extent, &stype};
+      recv[k] = {static_cast<MPI_Aint>(rat[k]) * rtype.extent, &rtype};
+    }
+    neighbor_per_block(comm, sendbuf, sendcounts, send, recvbuf, recvcounts, recv);
+  });
+}
+
+// Displacements in bytes and a type per block (MPI-3.1 7.6.1).
+int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                           const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                           const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  return call("MPI_Neighbor_alltoallw", comm, [&] {
+    use_comm(comm);
+    const size_t neighbours = 2 * cart_of(comm).dims.size();
+    if (neighbours > 0 && (sdispls == nullptr || rdispls == nullptr || sendtypes == nullptr || recvtypes == nullptr)) {
+      fail(MPI_ERR_ARG, "null sdispls, rdispls, sendtypes or recvtypes");
+    }
+    BlockLayout send(neighbours), recv(neighbours);
+    for (size_t k = 0; k < neighbours; ++k) {
+      send[k] = {sdispls[k], &use_type(sendtypes[k], "sendtypes")};
+      recv[k] = {rdispls[k], &use_type(recvtypes[k], "recvtypes")};
+    }
+    neighbor_per_block(comm, sendbuf, sendcounts, send, recvbuf, recvcounts, recv);
+  });
+}
+
+}  // extern "C"
