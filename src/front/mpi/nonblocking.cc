@@ -44,14 +44,55 @@ RequestPtr start_recv(const Comm& comm, void* buf, int count, MPI_Datatype datat
   RequestPtr request = new_request(comm.handle);
   request->receive = true;
   request->recv_staging().resize(capacity);
-  request->finish() = [staged = request.get(), buf, type](const chorus::Received& got) {
-    unpack(staged->recv_staging().data(), got.bytes / type.packed_size, type, buf);
+  // The staging object, not the request: MPI_Start moves it into a persistent request.
+  request->finish() = [staged = &request->staging(), buf, type](const chorus::Received& got) {
+    unpack(staged->recv.data(), got.bytes / type.packed_size, type, buf);
   };
   request->operation = comm.chorus.irecv(request->recv_staging().data(), capacity, source, tag);
   return request;
 }
 
 namespace {
+
+// MPI_Send_init / MPI_Recv_init: the call checked as its MPI_Start will
+// make it, kept with a copy of the datatype; inactive until started.
+RequestPtr new_persistent(bool send, MPI_Comm comm, const void* buf, int count, MPI_Datatype datatype, int peer,
+                          int tag) {
+  const Comm c = use_comm(comm);
+  const size_t n = use_count(count, "count");
+  const Datatype& type = use_type(datatype, "datatype");
+  check_tag(tag, !send);
+  if (peer != MPI_PROC_NULL) check_peer(peer, c, !send);
+  check_buffer(buf, n, "buf");
+  RequestPtr request = new_request(comm);
+  request->receive = !send;
+  request->persistent = std::make_unique<PersistentCall>(
+      PersistentCall{send, comm, const_cast<void*>(buf), count, type, peer, tag});
+  return request;
+}
+
+chorus_mpi_request& persistent_request(MPI_Request request, const char* role) {
+  if (request == MPI_REQUEST_NULL || request->magic != kRequestMagic) {
+    fail(MPI_ERR_REQUEST, role, " is not a valid request (MPI_REQUEST_NULL, freed, or not a request)");
+  }
+  if (!request->persistent) fail(MPI_ERR_REQUEST, role, " is not a persistent request (MPI_Send_init, MPI_Recv_init)");
+  if (request->started) fail(MPI_ERR_REQUEST, role, " is active: MPI_Start again only after it completed");
+  return *request;
+}
+
+// MPI_Start: the operation made as MPI_Isend/MPI_Irecv make it, moved into
+// the persistent request (its handle stays the caller's).
+void start_persistent(chorus_mpi_request& request) {
+  const PersistentCall& made = *request.persistent;
+  const Comm c = use_comm(made.comm);
+  MPI_Datatype type = const_cast<MPI_Datatype>(&made.type);
+  RequestPtr fresh = made.send ? start_send(c, made.buf, made.count, type, made.peer, made.tag)
+                               : start_recv(c, made.buf, made.count, type, made.peer, made.tag);
+  request.operation = std::move(fresh->operation);
+  request.from_proc_null = fresh->from_proc_null;
+  request.extra = std::move(fresh->extra);
+  request.started = true;
+}
 
 // Waits for a send and a receive that were started together; the receive's
 // status is reported. Both are waited for even if one fails.
@@ -82,6 +123,64 @@ int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int t
   return call("MPI_Isend", comm, [&] {
     check_request_output(request);
     publish(start_send(use_comm(comm), buf, count, datatype, dest, tag), request);
+  });
+}
+
+// A ready send is a standard send: MPI-3.1 3.4 allows it (its receive is
+// already posted, so it has nothing to wait for that a standard send would).
+int MPI_Irsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  return call("MPI_Irsend", comm, [&] {
+    check_request_output(request);
+    publish(start_send(use_comm(comm), buf, count, datatype, dest, tag), request);
+  });
+}
+
+int MPI_Send_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                  MPI_Request* request) {
+  return call("MPI_Send_init", comm, [&] {
+    check_request_output(request);
+    publish(new_persistent(true, comm, buf, count, datatype, dest, tag), request);
+  });
+}
+
+int MPI_Rsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request) {
+  return call("MPI_Rsend_init", comm, [&] {
+    check_request_output(request);
+    publish(new_persistent(true, comm, buf, count, datatype, dest, tag), request);
+  });
+}
+
+int MPI_Recv_init(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                  MPI_Request* request) {
+  return call("MPI_Recv_init", comm, [&] {
+    check_request_output(request);
+    publish(new_persistent(false, comm, buf, count, datatype, source, tag), request);
+  });
+}
+
+int MPI_Start(MPI_Request* request) {
+  MPI_Comm comm = request != nullptr && *request != MPI_REQUEST_NULL && (*request)->magic == kRequestMagic
+                      ? (*request)->comm
+                      : MPI_COMM_WORLD;
+  return call("MPI_Start", comm, [&] {
+    if (request == nullptr) fail(MPI_ERR_ARG, "null request pointer");
+    start_persistent(persistent_request(*request, "the request"));
+  });
+}
+
+// Every request is checked before any starts: a refused one starts none.
+int MPI_Startall(int count, MPI_Request array_of_requests[]) {
+  MPI_Comm comm = count > 0 && array_of_requests != nullptr && array_of_requests[0] != MPI_REQUEST_NULL &&
+                          array_of_requests[0]->magic == kRequestMagic
+                      ? array_of_requests[0]->comm
+                      : MPI_COMM_WORLD;
+  return call("MPI_Startall", comm, [&] {
+    if (count < 0) fail(MPI_ERR_COUNT, "count ", count, " is negative");
+    if (count > 0 && array_of_requests == nullptr) fail(MPI_ERR_ARG, "null array of requests");
+    for (int i = 0; i < count; ++i) persistent_request(array_of_requests[i], concat("request ", i).c_str());
+    for (int i = 0; i < count; ++i) start_persistent(*array_of_requests[i]);
   });
 }
 

@@ -1,4 +1,4 @@
-// Blocking point-to-point: MPI_Send, MPI_Recv, MPI_Get_count, over chorus'
+// Blocking point-to-point: MPI_Send (and MPI_Rsend), MPI_Recv, MPI_Get_count, over chorus'
 // send/recv on the communicator (user tags 0..2^31-1, wildcards).
 #include "api/user_tag.hpp"
 #include "mpi/requests.hpp"
@@ -20,6 +20,21 @@ void refuse_tag(int tag, bool wildcard_allowed) {
   fail(MPI_ERR_TAG, user_tag_problem(tag, wildcard_allowed, "MPI_ANY_TAG"));
 }
 
+namespace {
+// MPI_Send and MPI_Rsend.
+void blocking_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  Comm c = use_comm(comm);
+  const size_t n = use_count(count, "count");
+  const Datatype& type = use_type(datatype, "datatype");
+  check_tag(tag, false);
+  if (dest == MPI_PROC_NULL) return;
+  check_peer(dest, c, false);
+  check_buffer(buf, n, "buf");
+  PackedView view = packed_view(buf, n, type);
+  c.chorus.send(view.data, view.bytes, dest, tag);
+}
+}  // namespace
+
 }  // namespace chorus::mpi
 
 using namespace chorus::mpi;
@@ -27,17 +42,13 @@ using namespace chorus::mpi;
 extern "C" {
 
 int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
-  return call("MPI_Send", comm, [&] {
-    Comm c = use_comm(comm);
-    const size_t n = use_count(count, "count");
-    const Datatype& type = use_type(datatype, "datatype");
-    check_tag(tag, false);
-    if (dest == MPI_PROC_NULL) return;
-    check_peer(dest, c, false);
-    check_buffer(buf, n, "buf");
-    PackedView view = packed_view(buf, n, type);
-    c.chorus.send(view.data, view.bytes, dest, tag);
-  });
+  return call("MPI_Send", comm, [&] { blocking_send(buf, count, datatype, dest, tag, comm); });
+}
+
+// A ready send is a standard send: MPI-3.1 3.4 allows it (its receive is
+// already posted, so it has nothing to wait for that a standard send would).
+int MPI_Rsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  return call("MPI_Rsend", comm, [&] { blocking_send(buf, count, datatype, dest, tag, comm); });
 }
 
 int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status* status) {

@@ -71,6 +71,12 @@ void settle(chorus_mpi_request& request, MPI_Status* status) {
 }
 
 void release(MPI_Request& handle) {
+  if (handle->persistent) {
+    // Inactive again, its handle the caller's to start or free.
+    handle->started = false;
+    handle->extra.reset();
+    return;
+  }
   RequestPtr owned(handle);
   owned->magic = 0;
   handle = MPI_REQUEST_NULL;
@@ -119,7 +125,7 @@ void reap_detached() {
 int wait_any(int count, MPI_Request* requests, MPI_Status* status) {
   const auto done = chorus::wait_any_of(
       static_cast<size_t>(count),
-      [&](size_t i) { return requests[i] == MPI_REQUEST_NULL ? nullptr : &requests[i]->operation; },
+      [&](size_t i) { return chorus_mpi_request::inactive(requests[i]) ? nullptr : &requests[i]->operation; },
       [&](size_t i) { release(requests[i]); });
   if (!done) {
     set_empty_status(status);
@@ -134,7 +140,7 @@ std::vector<int> test_some(int count, MPI_Request* requests, MPI_Status* statuse
   std::vector<int> done;
   *any_active = false;
   for (int i = 0; i < count; ++i) {
-    if (requests[i] == MPI_REQUEST_NULL) continue;
+    if (chorus_mpi_request::inactive(requests[i])) continue;
     *any_active = true;
     if (!requests[i]->operation.active() || test_operation(requests[i])) {
       complete(requests[i], status_at(statuses, done.size()));
@@ -209,8 +215,8 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   return call("MPI_Wait", comm_of(1, request), [&] {
     if (request == nullptr) fail(MPI_ERR_REQUEST, "null request pointer");
     reap_detached();
-    if (*request == MPI_REQUEST_NULL) return set_empty_status(status);
-    use_request(*request);
+    if (*request != MPI_REQUEST_NULL) use_request(*request);
+    if (chorus_mpi_request::inactive(*request)) return set_empty_status(status);
     try {
       (*request)->operation.wait();
     } catch (...) {
@@ -226,11 +232,11 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
     if (request == nullptr || flag == nullptr) fail(MPI_ERR_ARG, "null request or flag pointer");
     *flag = 0;
     reap_detached();
-    if (*request == MPI_REQUEST_NULL) {
+    if (*request != MPI_REQUEST_NULL) use_request(*request);
+    if (chorus_mpi_request::inactive(*request)) {
       *flag = 1;
       return set_empty_status(status);
     }
-    use_request(*request);
     if (!(*request)->operation.active() || test_operation(*request)) {
       complete(*request, status);
       *flag = 1;
@@ -246,7 +252,7 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_
     for (int i = 0; i < count; ++i) {
       MPI_Status* status = status_at(array_of_statuses, static_cast<size_t>(i));
       MPI_Request& handle = array_of_requests[i];
-      if (handle == MPI_REQUEST_NULL) {
+      if (chorus_mpi_request::inactive(handle)) {
         set_empty_status(status);
         continue;
       }
@@ -278,12 +284,12 @@ int MPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Statu
     bool all = true;
     for (int i = 0; i < count; ++i) {
       MPI_Request& handle = array_of_requests[i];
-      if (handle != MPI_REQUEST_NULL && handle->operation.active()) all = test_operation(handle) && all;
+      if (!chorus_mpi_request::inactive(handle) && handle->operation.active()) all = test_operation(handle) && all;
     }
     if (!all) return;
     for (int i = 0; i < count; ++i) {
       MPI_Status* status = status_at(array_of_statuses, static_cast<size_t>(i));
-      if (array_of_requests[i] == MPI_REQUEST_NULL) {
+      if (chorus_mpi_request::inactive(array_of_requests[i])) {
         set_empty_status(status);
       } else {
         complete(array_of_requests[i], status);
@@ -313,7 +319,7 @@ int MPI_Testany(int count, MPI_Request array_of_requests[], int* index, int* fla
     bool any_active = false;
     for (int i = 0; i < count; ++i) {
       MPI_Request& handle = array_of_requests[i];
-      if (handle == MPI_REQUEST_NULL) continue;
+      if (chorus_mpi_request::inactive(handle)) continue;
       any_active = true;
       if (!handle->operation.active() || test_operation(handle)) {
         complete(handle, status);
@@ -363,6 +369,12 @@ int MPI_Request_free(MPI_Request* request) {
     use_request(*request);
     RequestPtr owned(*request);
     *request = MPI_REQUEST_NULL;
+    if (chorus_mpi_request::inactive(owned.get())) {  // a persistent one not started: nothing to settle
+      owned->magic = 0;
+      return;
+    }
+    // A started persistent request completes detached, as any other.
+    owned->persistent.reset();
     if (!owned->operation.active()) {
       settle(*owned, MPI_STATUS_IGNORE);
       return;

@@ -27,6 +27,18 @@ struct RequestStaging {
   Bytes recv;
   std::function<void(const chorus::Received&)> finish;  // after success, before the status is filled
 };
+// A persistent request's call (MPI_Send_init, MPI_Recv_init), which each
+// MPI_Start makes again. The datatype is the request's own copy: the
+// caller may free its handle while the request lives.
+struct PersistentCall {
+  bool send;
+  MPI_Comm comm;
+  void* buf;  // const for a send (MPI_Send_init's const void*)
+  int count;
+  chorus_mpi_datatype type;
+  int peer;
+  int tag;
+};
 }  // namespace chorus::mpi
 
 struct chorus_mpi_request {
@@ -43,13 +55,21 @@ struct chorus_mpi_request {
   bool receive = false;       // the status reports what was received
   bool from_proc_null = false;
   bool blocking = false;      // a blocking call's, never published: its arguments outlive it (run_to_completion)
+  bool started = false;       // a persistent request's: between MPI_Start and its completion
   chorus::Request operation;  // empty once finished (or from the start: MPI_PROC_NULL)
   MPI_Comm comm;              // whose error handler reports its failure
   std::unique_ptr<chorus::mpi::RequestStaging> extra;  // null until staging() is first called
+  // Set for a persistent request, which completion leaves in place, inactive.
+  std::unique_ptr<chorus::mpi::PersistentCall> persistent;
 
   chorus::mpi::RequestStaging& staging() {
     if (!extra) extra = std::make_unique<chorus::mpi::RequestStaging>();
     return *extra;
+  }
+  // No operation to wait for: MPI_REQUEST_NULL, or a persistent request
+  // not started (MPI-3.1 3.9: both complete at once with an empty status).
+  static bool inactive(const chorus_mpi_request* request) {
+    return request == nullptr || (request->persistent && !request->started);
   }
   chorus::mpi::Bytes& send_staging() { return staging().send; }
   chorus::mpi::Bytes& recv_staging() { return staging().recv; }

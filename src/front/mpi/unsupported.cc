@@ -18,9 +18,6 @@ int MPI_Bsend(const void* buf, int count, MPI_Datatype datatype, int dest, int t
 int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
   return unsupported("MPI_Ssend", comm);
 }
-int MPI_Rsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
-  return unsupported("MPI_Rsend", comm);
-}
 int MPI_Buffer_attach(void* buffer, int size) {
   return unsupported("MPI_Buffer_attach", MPI_COMM_WORLD);
 }
@@ -34,10 +31,6 @@ int MPI_Ibsend(const void* buf, int count, MPI_Datatype datatype, int dest, int 
 int MPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request* request) {
   return unsupported("MPI_Issend", comm);
-}
-int MPI_Irsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-               MPI_Request* request) {
-  return unsupported("MPI_Irsend", comm);
 }
 int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
   return unsupported("MPI_Request_get_status", MPI_COMM_WORLD);
@@ -60,10 +53,6 @@ int MPI_Cancel(MPI_Request* request) {
 int MPI_Test_cancelled(const MPI_Status* status, int* flag) {
   return unsupported("MPI_Test_cancelled", MPI_COMM_WORLD);
 }
-int MPI_Send_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-                  MPI_Request* request) {
-  return unsupported("MPI_Send_init", comm);
-}
 int MPI_Bsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                    MPI_Request* request) {
   return unsupported("MPI_Bsend_init", comm);
@@ -71,20 +60,6 @@ int MPI_Bsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, 
 int MPI_Ssend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                    MPI_Request* request) {
   return unsupported("MPI_Ssend_init", comm);
-}
-int MPI_Rsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-                   MPI_Request* request) {
-  return unsupported("MPI_Rsend_init", comm);
-}
-int MPI_Recv_init(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
-                  MPI_Request* request) {
-  return unsupported("MPI_Recv_init", comm);
-}
-int MPI_Start(MPI_Request* request) {
-  return unsupported("MPI_Start", MPI_COMM_WORLD);
-}
-int MPI_Startall(int count, MPI_Request array_of_requests[]) {
-  return unsupported("MPI_Startall", MPI_COMM_WORLD);
 }
 
 // --- Groups and communicators
