@@ -56,6 +56,14 @@ typedef struct MPI_Status {
 
 typedef void MPI_User_function(void* invec, void* inoutvec, int* len, MPI_Datatype* datatype);
 typedef void MPI_Comm_errhandler_function(MPI_Comm* comm, int* error_code, ...);
+/* Attribute caching (MPI_Comm_create_keyval). */
+typedef int MPI_Comm_copy_attr_function(MPI_Comm oldcomm, int comm_keyval, void* extra_state, void* attribute_val_in,
+                                        void* attribute_val_out, int* flag);
+typedef int MPI_Comm_delete_attr_function(MPI_Comm comm, int comm_keyval, void* attribute_val, void* extra_state);
+typedef int MPI_Type_copy_attr_function(MPI_Datatype oldtype, int type_keyval, void* extra_state,
+                                        void* attribute_val_in, void* attribute_val_out, int* flag);
+typedef int MPI_Type_delete_attr_function(MPI_Datatype datatype, int type_keyval, void* attribute_val,
+                                          void* extra_state);
 
 /* ---- predefined objects (defined in libchorus_mpi) ---------------------- */
 extern struct chorus_mpi_comm chorus_mpi_comm_world, chorus_mpi_comm_self;
@@ -299,7 +307,7 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
 int MPI_Comm_free(MPI_Comm* comm);
 
 /* Groups (as MPI_COMM_WORLD ranks) and the calls built on them; split_type
- * SHARED splits by host; only the predefined attributes (MPI_TAG_UB ..) exist. */
+ * SHARED splits by host; the predefined attributes (MPI_TAG_UB ..) and cached ones. */
 int MPI_Comm_group(MPI_Comm comm, MPI_Group* group);
 int MPI_Group_size(MPI_Group group, int* size);
 int MPI_Group_rank(MPI_Group group, int* rank);
@@ -313,6 +321,21 @@ int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, M
 int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result);
 int MPI_Comm_test_inter(MPI_Comm comm, int* flag);
 int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag);
+/* Attribute caching on communicators: copied by MPI_Comm_dup through the
+ * keyval's copy function, deleted through its delete function (by
+ * MPI_Comm_free, MPI_Comm_delete_attr, a second MPI_Comm_set_attr, and for
+ * MPI_COMM_SELF at the start of MPI_Finalize). */
+int MPI_Comm_create_keyval(MPI_Comm_copy_attr_function* comm_copy_attr_fn,
+                           MPI_Comm_delete_attr_function* comm_delete_attr_fn, int* comm_keyval, void* extra_state);
+int MPI_Comm_free_keyval(int* comm_keyval);
+int MPI_Comm_set_attr(MPI_Comm comm, int comm_keyval, void* attribute_val);
+int MPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval);
+/* The predefined copy and delete functions (functions, as in Open MPI). */
+int MPI_COMM_NULL_COPY_FN(MPI_Comm oldcomm, int comm_keyval, void* extra_state, void* attribute_val_in,
+                          void* attribute_val_out, int* flag);
+int MPI_COMM_DUP_FN(MPI_Comm oldcomm, int comm_keyval, void* extra_state, void* attribute_val_in,
+                    void* attribute_val_out, int* flag);
+int MPI_COMM_NULL_DELETE_FN(MPI_Comm comm, int comm_keyval, void* attribute_val, void* extra_state);
 int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name);
 int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen);
 int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int* result);
@@ -381,6 +404,18 @@ int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, 
 int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype);
 int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent);
 int MPI_Type_set_name(MPI_Datatype datatype, const char* type_name);
+/* Attribute caching on datatypes: copied by MPI_Type_dup, deleted by MPI_Type_free. */
+int MPI_Type_create_keyval(MPI_Type_copy_attr_function* type_copy_attr_fn,
+                           MPI_Type_delete_attr_function* type_delete_attr_fn, int* type_keyval, void* extra_state);
+int MPI_Type_free_keyval(int* type_keyval);
+int MPI_Type_set_attr(MPI_Datatype datatype, int type_keyval, void* attribute_val);
+int MPI_Type_get_attr(MPI_Datatype datatype, int type_keyval, void* attribute_val, int* flag);
+int MPI_Type_delete_attr(MPI_Datatype datatype, int type_keyval);
+int MPI_TYPE_NULL_COPY_FN(MPI_Datatype oldtype, int type_keyval, void* extra_state, void* attribute_val_in,
+                          void* attribute_val_out, int* flag);
+int MPI_TYPE_DUP_FN(MPI_Datatype oldtype, int type_keyval, void* extra_state, void* attribute_val_in,
+                    void* attribute_val_out, int* flag);
+int MPI_TYPE_NULL_DELETE_FN(MPI_Datatype datatype, int type_keyval, void* attribute_val, void* extra_state);
 int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size);
 int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count* lb, MPI_Count* extent);
 int MPI_Get_address(const void* location, MPI_Aint* address);
@@ -488,6 +523,25 @@ int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MP
                            const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
                            const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm);
 
+/* Graph and distributed-graph topologies (their neighbourhood collectives
+   are the Cartesian ones', above) */
+int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int edges[], int reorder,
+                     MPI_Comm* comm_graph);
+int MPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[]);
+int MPI_Graphdims_get(MPI_Comm comm, int* nnodes, int* nedges);
+int MPI_Graph_neighbors_count(MPI_Comm comm, int rank, int* nneighbors);
+int MPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[]);
+int MPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int* newrank);
+int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[],
+                          const int destinations[], const int weights[], MPI_Info info, int reorder,
+                          MPI_Comm* comm_dist_graph);
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[], const int sourceweights[],
+                                   int outdegree, const int destinations[], const int destweights[], MPI_Info info,
+                                   int reorder, MPI_Comm* comm_dist_graph);
+int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int* indegree, int* outdegree, int* weighted);
+int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[], int maxoutdegree,
+                             int destinations[], int destweights[]);
+
 /* Ready sends (standard sends) and persistent point-to-point requests */
 int MPI_Rsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
 int MPI_Irsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
@@ -500,6 +554,21 @@ int MPI_Recv_init(void* buf, int count, MPI_Datatype datatype, int source, int t
                   MPI_Request* request);
 int MPI_Start(MPI_Request* request);
 int MPI_Startall(int count, MPI_Request array_of_requests[]);
+
+/* Info objects (chorus acts on no key: hints are kept, not used) and the
+ * communicator calls that take them */
+int MPI_Info_create(MPI_Info* info);
+int MPI_Info_set(MPI_Info info, const char* key, const char* value);
+int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int* flag);
+int MPI_Info_free(MPI_Info* info);
+int MPI_Info_delete(MPI_Info info, const char* key);
+int MPI_Info_dup(MPI_Info info, MPI_Info* newinfo);
+int MPI_Info_get_valuelen(MPI_Info info, const char* key, int* valuelen, int* flag);
+int MPI_Info_get_nkeys(MPI_Info info, int* nkeys);
+int MPI_Info_get_nthkey(MPI_Info info, int n, char* key);
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm);
+int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info);
+int MPI_Comm_get_info(MPI_Comm comm, MPI_Info* info_used);
 
 /* ======================================================================== */
 /* Declared only: each returns MPI_ERR_UNSUPPORTED_OPERATION naming itself   */
@@ -534,31 +603,10 @@ int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_co
                          MPI_Comm* newintercomm);
 int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newintracomm);
 
-/* Error handlers and info */
+/* Error handlers */
 int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* comm_errhandler_fn, MPI_Errhandler* errhandler);
 int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode);
-int MPI_Info_create(MPI_Info* info);
-int MPI_Info_set(MPI_Info info, const char* key, const char* value);
-int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int* flag);
-int MPI_Info_free(MPI_Info* info);
 
-/* Process topologies: graph and distributed graph (Cartesian ones work, above) */
-int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int edges[], int reorder,
-                     MPI_Comm* comm_graph);
-int MPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[]);
-int MPI_Graphdims_get(MPI_Comm comm, int* nnodes, int* nedges);
-int MPI_Graph_neighbors_count(MPI_Comm comm, int rank, int* nneighbors);
-int MPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[]);
-int MPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int* newrank);
-int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[],
-                          const int destinations[], const int weights[], MPI_Info info, int reorder,
-                          MPI_Comm* comm_dist_graph);
-int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[], const int sourceweights[],
-                                   int outdegree, const int destinations[], const int destweights[], MPI_Info info,
-                                   int reorder, MPI_Comm* comm_dist_graph);
-int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int* indegree, int* outdegree, int* weighted);
-int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[], int maxoutdegree,
-                             int destinations[], int destweights[]);
 
 /* One-sided (RMA) */
 int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win* win);

@@ -56,7 +56,37 @@ MPI_Comm make_comm(chorus::Communicator communicator, MPI_Errhandler errhandler,
   return comm;
 }
 
+// Local: blocking calls on it have completed, so no message is in flight.
+void destroy_comm(MPI_Comm comm) {
+  unregister_comm(comm);
+  delete comm->internal;
+  delete comm->chorus;
+  comm->magic = 0;
+  delete comm;
+}
+
 }  // namespace
+
+MPI_Comm dup_comm(MPI_Comm comm) {
+  Comm c = use_comm(comm);
+  MPI_Comm made = make_comm(c.chorus.dup(), comm->errhandler, comm->world_ranks);
+  made->cart = comm->cart;    // a duplicate keeps the topology (MPI-3.1 6.4.2)
+  made->graph = comm->graph;
+  made->hints = comm->hints;  // and the info hints
+  try {
+    copy_attributes(comm, made);
+  } catch (...) {
+    // A copy function refused: no new communicator (what it copied is deleted).
+    try {
+      delete_attributes(made);
+    } catch (...) {
+      // The copy function's error is the one reported.
+    }
+    destroy_comm(made);
+    throw;
+  }
+  return made;
+}
 
 MPI_Comm split_comm(MPI_Comm parent, const Comm& c, int color, int key) {
   if (color < 0 && color != MPI_UNDEFINED) fail(MPI_ERR_ARG, "color ", color, " is negative and not MPI_UNDEFINED");
@@ -98,12 +128,10 @@ int MPI_Comm_size(MPI_Comm comm, int* size) {
 
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
   return call("MPI_Comm_dup", comm, [&] {
-    Comm c = use_comm(comm);
+    use_comm(comm);
     if (newcomm == nullptr) fail(MPI_ERR_ARG, "null newcomm");
     *newcomm = MPI_COMM_NULL;
-    MPI_Comm made = make_comm(c.chorus.dup(), comm->errhandler, comm->world_ranks);
-    made->cart = comm->cart;  // a duplicate keeps the topology (MPI-3.1 6.4.2)
-    *newcomm = made;
+    *newcomm = dup_comm(comm);
   });
 }
 
@@ -121,12 +149,8 @@ int MPI_Comm_free(MPI_Comm* comm) {
     if (comm == nullptr) fail(MPI_ERR_ARG, "null comm pointer");
     use_comm(*comm);
     if ((*comm)->predefined) fail(MPI_ERR_COMM, (*comm)->name, " cannot be freed");
-    // Local: blocking calls on it have completed, so no message is in flight.
-    unregister_comm(*comm);
-    delete (*comm)->internal;
-    delete (*comm)->chorus;
-    (*comm)->magic = 0;
-    delete *comm;
+    delete_attributes(*comm);  // a delete function's error leaves the communicator (MPI-3.1 6.7.2)
+    destroy_comm(*comm);
     *comm = MPI_COMM_NULL;
   });
 }

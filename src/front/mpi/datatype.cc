@@ -134,8 +134,6 @@ MPI_Datatype derive(const Datatype& old, const std::vector<MPI_Aint>& element_of
   return derive(pieces, std::make_pair(old.lb, extent_elements * old.extent));
 }
 
-const Datatype& use_any_type(MPI_Datatype datatype, const char* role);
-
 void check_new_type(MPI_Datatype* newtype) {
   if (newtype == nullptr) fail(MPI_ERR_ARG, "null newtype");
 }
@@ -170,13 +168,13 @@ std::pair<MPI_Aint, MPI_Aint> true_bounds(const Datatype& type) {
   return {low, high};
 }
 
+}  // namespace
+
 const Datatype& use_any_type(MPI_Datatype datatype, const char* role) {
   if (datatype == MPI_DATATYPE_NULL) fail(MPI_ERR_TYPE, role, " is MPI_DATATYPE_NULL");
   if (datatype->magic != kTypeMagic) fail(MPI_ERR_TYPE, role, " is not a valid datatype (freed?)");
   return *datatype;
 }
-
-}  // namespace
 
 }  // namespace chorus::mpi
 
@@ -465,7 +463,20 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
     copy->predefined = false;
     copy->committed = old.committed;  // MPI-3.1 4.1.10: the copy is committed if the original is
     copy->name = "";
-    *newtype = copy.release();
+    MPI_Datatype made = copy.release();
+    try {
+      copy_attributes(oldtype, made);  // through each keyval's copy function
+    } catch (...) {
+      try {
+        delete_attributes(made);
+      } catch (...) {
+        // The copy function's error is the one reported.
+      }
+      made->magic = 0;
+      delete made;
+      throw;
+    }
+    *newtype = made;
   });
 }
 
@@ -537,6 +548,7 @@ int MPI_Type_free(MPI_Datatype* datatype) {
     if (datatype == nullptr) fail(MPI_ERR_ARG, "null datatype pointer");
     const Datatype& type = use_any_type(*datatype, "datatype");
     if (type.predefined) fail(MPI_ERR_TYPE, type.name, " is predefined and cannot be freed");
+    delete_attributes(*datatype);  // a delete function's error leaves the type (MPI-3.1 6.7.4)
     // Types derived from this one copied its layout, so they stay valid.
     (*datatype)->magic = 0;
     delete *datatype;

@@ -1,7 +1,7 @@
 // Groups (MPI-3.1 6.3) and the communicator calls built on them or on the
 // host layout: MPI_Comm_group, MPI_Comm_create, MPI_Comm_split_type,
-// MPI_Comm_compare, MPI_Comm_test_inter, the predefined attributes
-// (MPI_Comm_get_attr) and communicator names.
+// MPI_Comm_compare, MPI_Comm_test_inter and communicator names (attributes:
+// attributes.cc).
 //
 // A group is its members' ranks in MPI_COMM_WORLD, in group order; every
 // communicator keeps the same list for its own members (comm.cc), so group
@@ -102,13 +102,6 @@ int filtered(const char* function, MPI_Group group1, MPI_Group group2, MPI_Group
     *newgroup = new_group(std::move(members));
   });
 }
-
-// The values MPI_Comm_get_attr hands out by address.
-int tag_upper_bound = 0x7fffffff;
-int no_host = MPI_PROC_NULL;
-int any_rank_does_io = MPI_ANY_SOURCE;
-int wtime_is_global = 0;  // MPI_Wtime is each process's own clock
-int universe_size = 0;    // set from MPI_COMM_WORLD's size at the first query
 
 }  // namespace
 
@@ -313,31 +306,6 @@ int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {
     use_comm(comm);
     check_output(flag, "flag");
     *flag = 0;  // chorus communicators are intracommunicators
-  });
-}
-
-int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag) {
-  return call("MPI_Comm_get_attr", comm, [&] {
-    use_comm(comm);
-    check_output(attribute_val, "attribute_val");
-    check_output(flag, "flag");
-    int* value = nullptr;
-    switch (comm_keyval) {
-      case MPI_TAG_UB: value = &tag_upper_bound; break;
-      case MPI_HOST: value = &no_host; break;
-      case MPI_IO: value = &any_rank_does_io; break;
-      case MPI_WTIME_IS_GLOBAL: value = &wtime_is_global; break;
-      case MPI_UNIVERSE_SIZE:
-        // No dynamic processes: the universe is the job.
-        universe_size = static_cast<int>(chorus_mpi_comm_world.world_ranks.size());
-        value = &universe_size;
-        break;
-      case MPI_APPNUM:
-      case MPI_LASTUSEDCODE: break;  // not set: one application, no user error codes
-      default: fail(MPI_ERR_KEYVAL, "keyval ", comm_keyval, " is not a predefined attribute (attribute caching is not implemented)");
-    }
-    *flag = value != nullptr ? 1 : 0;
-    if (value != nullptr) *static_cast<int**>(attribute_val) = value;
   });
 }
 

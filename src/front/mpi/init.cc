@@ -162,7 +162,15 @@ int MPI_Initialized(int* flag) {
   });
 }
 
-int MPI_Finalize(void) { return call("MPI_Finalize", MPI_COMM_WORLD, [&] { finalize(); }); }
+// MPI_COMM_SELF goes first (MPI-3.1 8.7.1): its attributes' delete
+// functions run while MPI still works, so a library can end its own
+// communication there; outside finalize's lock, as they may call MPI.
+int MPI_Finalize(void) {
+  return call("MPI_Finalize", MPI_COMM_WORLD, [&] {
+    if (initialized()) delete_attributes(MPI_COMM_SELF);
+    finalize();
+  });
+}
 
 int MPI_Finalized(int* flag) {
   return call<false>("MPI_Finalized", MPI_COMM_WORLD, [&] {

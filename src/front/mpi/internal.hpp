@@ -45,6 +45,16 @@ struct CartTopology {
   std::vector<int> dims;
   std::vector<bool> periods;
 };
+// A graph (MPI_Graph_create: the whole graph as given, this rank's
+// neighbours both its sources and its destinations) or a distributed graph
+// (MPI_Dist_graph_create(_adjacent): this rank's edges only).
+struct GraphTopology {
+  int kind;                            // MPI_GRAPH or MPI_DIST_GRAPH
+  std::vector<int> index, edges;       // MPI_GRAPH only
+  std::vector<int> sources, destinations;
+  std::vector<int> source_weights, destination_weights;  // MPI_DIST_GRAPH, if weighted
+  bool weighted = false;
+};
 }  // namespace chorus::mpi
 
 struct chorus_mpi_comm {
@@ -63,6 +73,13 @@ struct chorus_mpi_comm {
   // A Cartesian topology's shape (MPI_Cart_create, MPI_Cart_sub), shared by
   // its duplicates (MPI_Comm_dup keeps the topology); nullptr: none.
   std::shared_ptr<const chorus::mpi::CartTopology> cart = nullptr;
+  std::shared_ptr<const chorus::mpi::GraphTopology> graph = nullptr;  // the same, for the graph kinds
+  // Cached attributes (MPI_Comm_set_attr): keyval and value, in the order
+  // they were set (attributes.cc).
+  std::vector<std::pair<int, void*>> attributes = {};
+  // Info hints (MPI_Comm_set_info, MPI_Comm_dup_with_info), kept and
+  // returned by MPI_Comm_get_info; chorus acts on none (info.cc).
+  std::vector<std::pair<std::string, std::string>> hints = {};
 };
 
 namespace chorus::mpi {
@@ -212,6 +229,18 @@ inline Comm use_comm(MPI_Comm comm) {                           // MPI_ERR_COMM
 // Collective over `parent` (c): the new communicator of this rank's color,
 // ordered by key (MPI_COMM_NULL for MPI_UNDEFINED), with its members' world ranks.
 MPI_Comm split_comm(MPI_Comm parent, const Comm& c, int color, int key);
+// MPI_Comm_dup's work (collective): topology, hints and attributes copied.
+MPI_Comm dup_comm(MPI_Comm comm);
+// Attribute caching (attributes.cc): what MPI_Comm_dup copies from `from`
+// to `to` through each keyval's copy function, and the delete functions
+// MPI_Comm_free (and MPI_Finalize for MPI_COMM_SELF) runs, last set first.
+void copy_attributes(MPI_Comm from, MPI_Comm to);
+void delete_attributes(MPI_Comm comm);
+// The same for datatypes: MPI_Type_dup copies, MPI_Type_free deletes.
+void copy_attributes(MPI_Datatype from, MPI_Datatype to);
+void delete_attributes(MPI_Datatype type);
+// A datatype handle that is valid, committed or not (MPI_ERR_TYPE).
+const Datatype& use_any_type(MPI_Datatype datatype, const char* role);
 // Collective over the members only: the communicator of `members` (ranks of
 // `parent`, in new-rank order; their world ranks in `world_ranks`).
 MPI_Comm group_comm(MPI_Comm parent, const Comm& c, const std::vector<int>& members, std::vector<int> world_ranks,
@@ -254,8 +283,9 @@ inline void check_buffer(const void* buffer, size_t count, const char* role) {  
 // the gathers of the reductions chorus cannot compute; what is left here
 // serves scan.cc.)
 // kTagNeighbor + 2 * dimension (+ 1 toward the higher coordinate) serves the
-// neighbourhood collectives of a Cartesian topology (topology.cc).
-enum InternalTag : int { kTagScan = 3, kTagNeighbor = 16 };
+// neighbourhood collectives of a Cartesian topology, kTagGraphNeighbor those
+// of the graph kinds (topology.cc).
+enum InternalTag : int { kTagScan = 3, kTagGraphNeighbor = 15, kTagNeighbor = 16 };
 
 // Receives exactly `bytes` bytes from `peer`; another length means the ranks
 // passed different counts or datatypes.

@@ -83,56 +83,7 @@ int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* comm_errhandler_fn,
 int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode) {
   return unsupported("MPI_Comm_call_errhandler", comm);
 }
-int MPI_Info_create(MPI_Info* info) {
-  return unsupported("MPI_Info_create", MPI_COMM_WORLD);
-}
-int MPI_Info_set(MPI_Info info, const char* key, const char* value) {
-  return unsupported("MPI_Info_set", MPI_COMM_WORLD);
-}
-int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int* flag) {
-  return unsupported("MPI_Info_get", MPI_COMM_WORLD);
-}
-int MPI_Info_free(MPI_Info* info) {
-  return unsupported("MPI_Info_free", MPI_COMM_WORLD);
-}
 
-// --- Process topologies: graph and distributed graph (Cartesian ones: topology.cc)
-int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int index[], const int edges[], int reorder,
-                     MPI_Comm* comm_graph) {
-  return unsupported("MPI_Graph_create", comm_old);
-}
-int MPI_Graph_get(MPI_Comm comm, int maxindex, int maxedges, int index[], int edges[]) {
-  return unsupported("MPI_Graph_get", comm);
-}
-int MPI_Graphdims_get(MPI_Comm comm, int* nnodes, int* nedges) {
-  return unsupported("MPI_Graphdims_get", comm);
-}
-int MPI_Graph_neighbors_count(MPI_Comm comm, int rank, int* nneighbors) {
-  return unsupported("MPI_Graph_neighbors_count", comm);
-}
-int MPI_Graph_neighbors(MPI_Comm comm, int rank, int maxneighbors, int neighbors[]) {
-  return unsupported("MPI_Graph_neighbors", comm);
-}
-int MPI_Graph_map(MPI_Comm comm, int nnodes, const int index[], const int edges[], int* newrank) {
-  return unsupported("MPI_Graph_map", comm);
-}
-int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[],
-                          const int destinations[], const int weights[], MPI_Info info, int reorder,
-                          MPI_Comm* comm_dist_graph) {
-  return unsupported("MPI_Dist_graph_create", comm_old);
-}
-int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[], const int sourceweights[],
-                                   int outdegree, const int destinations[], const int destweights[], MPI_Info info,
-                                   int reorder, MPI_Comm* comm_dist_graph) {
-  return unsupported("MPI_Dist_graph_create_adjacent", comm_old);
-}
-int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int* indegree, int* outdegree, int* weighted) {
-  return unsupported("MPI_Dist_graph_neighbors_count", comm);
-}
-int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[], int maxoutdegree,
-                             int destinations[], int destweights[]) {
-  return unsupported("MPI_Dist_graph_neighbors", comm);
-}
 
 // --- One-sided (RMA)
 int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win* win) {
