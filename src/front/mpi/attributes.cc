@@ -228,6 +228,10 @@ void delete_attributes(MPI_Datatype type) {
   std::lock_guard lock(registry().mutex);
   registry().type_attributes.erase(type);
 }
+void forget_attributes(MPI_Datatype type) noexcept {
+  std::lock_guard lock(registry().mutex);
+  registry().type_attributes.erase(type);
+}
 
 }  // namespace chorus::mpi
 

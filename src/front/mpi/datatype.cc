@@ -472,6 +472,7 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
       } catch (...) {
         // The copy function's error is the one reported.
       }
+      forget_attributes(made);
       made->magic = 0;
       delete made;
       throw;

@@ -239,6 +239,10 @@ void delete_attributes(MPI_Comm comm);
 // The same for datatypes: MPI_Type_dup copies, MPI_Type_free deletes.
 void copy_attributes(MPI_Datatype from, MPI_Datatype to);
 void delete_attributes(MPI_Datatype type);
+// Drops what is left of a type's attributes without their delete functions
+// (a type being discarded whose delete functions failed): the table must
+// not hand them to a later type at the same address.
+void forget_attributes(MPI_Datatype type) noexcept;
 // A datatype handle that is valid, committed or not (MPI_ERR_TYPE).
 const Datatype& use_any_type(MPI_Datatype datatype, const char* role);
 // Collective over the members only: the communicator of `members` (ranks of
