@@ -288,8 +288,24 @@ inline void check_buffer(const void* buffer, size_t count, const char* role) {  
 // serves scan.cc.)
 // kTagNeighbor + 2 * dimension (+ 1 toward the higher coordinate) serves the
 // neighbourhood collectives of a Cartesian topology, kTagGraphNeighbor those
-// of the graph kinds (topology.cc).
+// of the graph kinds (neighbourhood.cc).
 enum InternalTag : int { kTagScan = 3, kTagGraphNeighbor = 15, kTagNeighbor = 16 };
+
+// Whom a neighbourhood collective receives block k from and sends block
+// k to, with the tags of those messages. For a Cartesian topology both
+// lists are the 2 x ndims neighbours of MPI-3.1 7.6: along dimension d the
+// lower (k = 2d), then the higher (k = 2d + 1), MPI_PROC_NULL at a
+// non-periodic edge (its blocks are neither sent nor written); a message's
+// tag says which way it travels, so that in a dimension of extent 1 or 2,
+// where both neighbours are one rank, the block sent up arrives as the one
+// from below. For the graph kinds: the sources and the destinations, in
+// their order, one tag (messages between two ranks match in order).
+struct NeighbourPlan {
+  std::vector<int> from, to;
+  std::vector<int> from_tags, to_tags;
+};
+// MPI_ERR_TOPOLOGY without a topology (topology.cc).
+NeighbourPlan plan_of(MPI_Comm comm, int rank);
 
 // Receives exactly `bytes` bytes from `peer`; another length means the ranks
 // passed different counts or datatypes.

@@ -29,6 +29,12 @@ Detached& detached() {
   return *list;
 }
 
+// Its buffers must live until it completes.
+void detach(RequestPtr request) {
+  std::lock_guard lock(detached().mutex);
+  detached().requests.push_back(std::move(request));
+}
+
 chorus_mpi_request& use_request(MPI_Request request) {
   if (request->magic != kRequestMagic) fail(MPI_ERR_REQUEST, "invalid request handle (freed, or not a request)");
   return *request;
@@ -71,6 +77,15 @@ void settle(chorus_mpi_request& request, MPI_Status* status) {
 }
 
 void release(MPI_Request& handle) {
+  if (handle->active()) {
+    // A part failed while others are outstanding (tested in order, the
+    // later ones were not waited for): their buffers are the request's, so
+    // it lives on, detached, without its completion step.
+    if (handle->extra) handle->extra->finish = nullptr;
+    detach(RequestPtr(handle));
+    handle = MPI_REQUEST_NULL;
+    return;
+  }
   if (handle->persistent) {
     // Inactive again, its handle the caller's to start or free.
     handle->started = false;
@@ -82,16 +97,64 @@ void release(MPI_Request& handle) {
   handle = MPI_REQUEST_NULL;
 }
 
+// A completion step that fails (a neighbourhood collective's block of the
+// wrong size) still frees the request.
 void complete(MPI_Request& handle, MPI_Status* status) {
-  settle(*handle, status);
+  try {
+    settle(*handle, status);
+  } catch (...) {
+    release(handle);
+    throw;
+  }
   release(handle);
 }
 
-// Runs one test of `handle`'s operation; a failure frees the request (as
-// chorus' own requests: it has been reported) and is rethrown.
+// Tests a request of parts (RequestStaging::parts) in order: the first
+// unfinished part, and the next ones while they finish.
+bool test_parts(chorus::mpi::RequestStaging& staging) {
+  while (staging.parts_done < staging.parts.size()) {
+    chorus::Request& part = staging.parts[staging.parts_done];
+    bool done = false;
+    try {
+      done = part.test();
+    } catch (...) {
+      ++staging.parts_done;  // reported: the parts after it go on
+      throw;
+    }
+    if (!done) return false;
+    ++staging.parts_done;
+  }
+  return true;
+}
+
+bool test_request(chorus_mpi_request& request) {
+  return request.extra && request.extra->has_parts() ? test_parts(*request.extra) : request.operation.test();
+}
+
+// Waits for a request's operation, or for every one of its parts, even
+// after one fails (their buffers are the request's); the first failure is
+// rethrown.
+void wait_request(chorus_mpi_request& request) {
+  if (!request.extra || !request.extra->has_parts()) return request.operation.wait();
+  chorus::mpi::RequestStaging& staging = *request.extra;
+  std::optional<chorus::Error> first;
+  for (; staging.parts_done < staging.parts.size(); ++staging.parts_done) {
+    try {
+      staging.parts[staging.parts_done].wait();
+    } catch (const chorus::Error& error) {
+      if (!first) first = error;
+    }
+  }
+  if (first) throw *first;
+}
+
+// Runs one test of `handle`'s operation unless it has finished; a failure
+// frees the request (as chorus' own requests: it has been reported) and is
+// rethrown.
 bool test_operation(MPI_Request& handle) {
+  if (!handle->active()) return true;
   try {
-    return handle->operation.test();
+    return test_request(*handle);
   } catch (...) {
     release(handle);
     throw;
@@ -107,9 +170,10 @@ void reap_detached() {
   for (auto it = list.begin(); it != list.end();) {
     bool done = true;
     try {
-      done = (*it)->operation.test();
+      done = test_request(**it);
       if (done) settle(**it, MPI_STATUS_IGNORE);
     } catch (const std::exception& e) {
+      done = !(*it)->active();  // a request of parts waits for the rest
       // chorus reports the failure on the communicator's next call, or
       // MPI_Finalize does.
       if (!detached().first_error) {
@@ -122,17 +186,28 @@ void reap_detached() {
 }
 
 // MPI_Waitany's work: the index completed, or MPI_UNDEFINED if none is active.
+// A request of parts is waited for by its first unfinished part, and
+// completes once the others have finished too.
 int wait_any(int count, MPI_Request* requests, MPI_Status* status) {
-  const auto done = chorus::wait_any_of(
-      static_cast<size_t>(count),
-      [&](size_t i) { return chorus_mpi_request::inactive(requests[i]) ? nullptr : &requests[i]->operation; },
-      [&](size_t i) { release(requests[i]); });
-  if (!done) {
-    set_empty_status(status);
-    return MPI_UNDEFINED;
+  auto waited_for = [&](size_t i) -> chorus::Request* {
+    chorus_mpi_request* request = requests[i];
+    if (chorus_mpi_request::inactive(request)) return nullptr;
+    if (!request->extra || !request->extra->has_parts()) return &request->operation;
+    chorus::mpi::RequestStaging& staging = *request->extra;
+    return staging.parts_done < staging.parts.size() ? &staging.parts[staging.parts_done] : &request->operation;
+  };
+  for (;;) {
+    const auto done = chorus::wait_any_of(static_cast<size_t>(count), waited_for,
+                                          [&](size_t i) { release(requests[i]); });
+    if (!done) {
+      set_empty_status(status);
+      return MPI_UNDEFINED;
+    }
+    if (test_operation(requests[*done])) {
+      complete(requests[*done], status);
+      return static_cast<int>(*done);
+    }
   }
-  complete(requests[*done], status);
-  return static_cast<int>(*done);
 }
 
 // Tests every active request once; returns the indices that completed.
@@ -142,7 +217,7 @@ std::vector<int> test_some(int count, MPI_Request* requests, MPI_Status* statuse
   for (int i = 0; i < count; ++i) {
     if (chorus_mpi_request::inactive(requests[i])) continue;
     *any_active = true;
-    if (!requests[i]->operation.active() || test_operation(requests[i])) {
+    if (test_operation(requests[i])) {
       complete(requests[i], status_at(statuses, done.size()));
       done.push_back(i);
     }
@@ -167,8 +242,10 @@ void write_indices(const std::vector<int>& done, int* outcount, int* indices) {
 
 void refuse_request_output() { fail(MPI_ERR_ARG, "null request pointer"); }
 
+void detach_request(RequestPtr request) { detach(std::move(request)); }
+
 void wait_unpublished(chorus_mpi_request& request, MPI_Status* status) {
-  request.operation.wait();
+  wait_request(request);
   settle(request, status);
 }
 
@@ -178,7 +255,7 @@ std::optional<std::string> settle_detached_requests() {
   // (finalize named those), so testing does not wait.
   for (RequestPtr& request : detached().requests) {
     try {
-      if (request->operation.test()) settle(*request, MPI_STATUS_IGNORE);
+      if (test_request(*request)) settle(*request, MPI_STATUS_IGNORE);
     } catch (const std::exception&) {
       // Cancelled or failed: the world's finalize reported it.
     }
@@ -218,7 +295,7 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status) {
     if (*request != MPI_REQUEST_NULL) use_request(*request);
     if (chorus_mpi_request::inactive(*request)) return set_empty_status(status);
     try {
-      (*request)->operation.wait();
+      wait_request(**request);
     } catch (...) {
       release(*request);
       throw;
@@ -237,7 +314,7 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
       *flag = 1;
       return set_empty_status(status);
     }
-    if (!(*request)->operation.active() || test_operation(*request)) {
+    if (test_operation(*request)) {
       complete(*request, status);
       *flag = 1;
     }
@@ -257,10 +334,10 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_
         continue;
       }
       try {
-        handle->operation.wait();
+        wait_request(*handle);
         complete(handle, status);
       } catch (const chorus::Error& error) {
-        release(handle);
+        if (handle != MPI_REQUEST_NULL) release(handle);  // complete() frees it even when it fails
         const int error_class = error_class_of(error.status());
         if (status != MPI_STATUS_IGNORE) status->MPI_ERROR = error_class;
         if (!first) first = Failure{error_class, concat("request ", i, ": ", error.what())};
@@ -284,7 +361,7 @@ int MPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Statu
     bool all = true;
     for (int i = 0; i < count; ++i) {
       MPI_Request& handle = array_of_requests[i];
-      if (!chorus_mpi_request::inactive(handle) && handle->operation.active()) all = test_operation(handle) && all;
+      if (!chorus_mpi_request::inactive(handle) && handle->active()) all = test_operation(handle) && all;
     }
     if (!all) return;
     for (int i = 0; i < count; ++i) {
@@ -321,7 +398,7 @@ int MPI_Testany(int count, MPI_Request array_of_requests[], int* index, int* fla
       MPI_Request& handle = array_of_requests[i];
       if (chorus_mpi_request::inactive(handle)) continue;
       any_active = true;
-      if (!handle->operation.active() || test_operation(handle)) {
+      if (test_operation(handle)) {
         complete(handle, status);
         *index = i;
         *flag = 1;
@@ -375,14 +452,11 @@ int MPI_Request_free(MPI_Request* request) {
     }
     // A started persistent request completes detached, as any other.
     owned->persistent.reset();
-    if (!owned->operation.active()) {
+    if (!owned->active()) {
       settle(*owned, MPI_STATUS_IGNORE);
       return;
     }
-    {
-      std::lock_guard lock(detached().mutex);
-      detached().requests.push_back(std::move(owned));  // its buffers must live until it completes
-    }
+    detach(std::move(owned));
     reap_detached();
   });
 }

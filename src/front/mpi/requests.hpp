@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace chorus::mpi {
 // What a request of derived datatypes, a v-collective or a reduction chorus
@@ -26,6 +27,18 @@ struct RequestStaging {
   Bytes send;
   Bytes recv;
   std::function<void(const chorus::Received&)> finish;  // after success, before the status is filled
+  // A request of several operations (the non-blocking neighbourhood
+  // collectives: a receive and a send per neighbour) has them here and no
+  // `operation`: it completes when all have, waited for and tested in
+  // order. `keep` holds what they and `finish` use besides send and recv.
+  std::vector<chorus::Request> parts;
+  size_t parts_done = 0;  // parts[0, parts_done) have finished
+  std::shared_ptr<void> keep;
+  bool has_parts() const { return !parts.empty(); }
+  bool parts_active() const {
+    return std::any_of(parts.begin() + static_cast<std::ptrdiff_t>(parts_done), parts.end(),
+                       [](const chorus::Request& part) { return part.active(); });
+  }
 };
 // A persistent request's call (MPI_Send_init, MPI_Recv_init), which each
 // MPI_Start makes again. The datatype is the request's own copy: the
@@ -71,6 +84,8 @@ struct chorus_mpi_request {
   static bool inactive(const chorus_mpi_request* request) {
     return request == nullptr || (request->persistent && !request->started);
   }
+  // Its operations have not all finished (`operation`, or its parts).
+  bool active() const { return extra && extra->has_parts() ? extra->parts_active() : operation.active(); }
   chorus::mpi::Bytes& send_staging() { return staging().send; }
   chorus::mpi::Bytes& recv_staging() { return staging().recv; }
   std::function<void(const chorus::Received&)>& finish() { return staging().finish; }
@@ -123,6 +138,15 @@ RequestPtr start_send(const Comm& comm, const void* buf, int count, MPI_Datatype
 RequestPtr start_recv(const Comm& comm, void* buf, int count, MPI_Datatype datatype, int source, int tag);
 // Waits for a request that was never published (MPI_Sendrecv).
 void wait_unpublished(chorus_mpi_request& request, MPI_Status* status);
+// A request given up while some of its parts are outstanding (a start that
+// failed after posting some): completed later, as MPI_Request_free's.
+void detach_request(RequestPtr request);
+// Frees a request that failed to start, or detaches it if it had posted parts.
+inline void discard_started(RequestPtr request) {
+  if (!request->active()) return;
+  request->extra->finish = nullptr;  // active: it has parts, so staging
+  detach_request(std::move(request));
+}
 
 // Reductions chorus lacks (user ops from MPI_Op_create, logical and bitwise
 // ops, MINLOC/MAXLOC, long double, complex), blocking and non-blocking
@@ -173,7 +197,12 @@ template <class Start>
 void run_to_completion(MPI_Comm comm, Start&& start) {
   RequestPtr request = new_request(comm);
   request->blocking = true;
-  start(*request);
+  try {
+    start(*request);
+  } catch (...) {
+    discard_started(std::move(request));
+    throw;
+  }
   wait_unpublished(*request, MPI_STATUS_IGNORE);
 }
 
@@ -185,7 +214,12 @@ int start_collective(const char* function, MPI_Comm comm, MPI_Request* request, 
     check_request_output(request);
     Comm c = use_comm(comm);
     RequestPtr started = new_request(comm);
-    body(c, *started);
+    try {
+      body(c, *started);
+    } catch (...) {
+      discard_started(std::move(started));
+      throw;
+    }
     publish(std::move(started), request);
   });
 }

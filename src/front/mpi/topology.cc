@@ -1,6 +1,7 @@
 // Process topologies (MPI-3.1 chapter 7): MPI_Dims_create, the MPI_Cart_*
-// calls, MPI_Topo_test, and the neighbourhood collectives of every kind of
-// topology (the graph kinds are made in graph_topology.cc). A topology is
+// calls, MPI_Topo_test, and whom the neighbourhood collectives
+// (neighbourhood.cc) of every kind of topology exchange with (the graph
+// kinds are made in graph_topology.cc). A topology is
 // the communicator's shape only: ranks are never reordered (`reorder` is
 // allowed to be ignored, and Open MPI's default topology component ignores
 // it too), so rank r of the new communicator is rank r of the old one
@@ -85,26 +86,7 @@ std::pair<int, int> shifted(const CartTopology& cart, int rank, int dimension, i
   return {source, dest};
 }
 
-// Where incoming block k lands: `count` elements of `type` at `at`.
-struct Landing {
-  std::byte* at = nullptr;
-  size_t count = 0;
-  const Datatype* type = nullptr;
-};
-
-// Whom a neighbourhood collective receives block k from and sends block
-// k to, with the tags of those messages. For a Cartesian topology both
-// lists are the 2 x ndims neighbours of MPI-3.1 7.6: along dimension d the
-// lower (k = 2d), then the higher (k = 2d + 1), MPI_PROC_NULL at a
-// non-periodic edge (its blocks are neither sent nor written); a message's
-// tag says which way it travels, so that in a dimension of extent 1 or 2,
-// where both neighbours are one rank, the block sent up arrives as the one
-// from below. For the graph kinds: the sources and the destinations, in
-// their order, one tag (messages between two ranks match in order).
-struct NeighbourPlan {
-  std::vector<int> from, to;
-  std::vector<int> from_tags, to_tags;
-};
+}  // namespace
 
 NeighbourPlan plan_of(MPI_Comm comm, int rank) {
   NeighbourPlan plan;
@@ -130,121 +112,6 @@ NeighbourPlan plan_of(MPI_Comm comm, int rank) {
   return plan;
 }
 
-// The neighbourhood collectives' exchange over `plan`. `send_block(k)`: the
-// packed bytes of outgoing block k; `landing(k)`: where incoming block k goes.
-template <class SendBlock, class LandingOf>
-void neighbor_exchange(const Comm& c, const NeighbourPlan& plan, SendBlock&& send_block, LandingOf&& landing) {
-  const size_t sources = plan.from.size(), destinations = plan.to.size();
-  std::vector<Bytes> incoming(sources), outgoing(destinations);
-  std::vector<chorus::Request> receives(sources), sends(destinations);
-  // Every block is packed and every landing checked before anything is
-  // posted: a refused argument leaves no receive behind. Every receive is
-  // posted before any send, so no rank waits on another's send order.
-  std::vector<Landing> landings(sources);
-  for (size_t k = 0; k < sources; ++k) {
-    if (plan.from[k] == MPI_PROC_NULL) continue;
-    landings[k] = landing(k);
-    incoming[k].resize(packed_bytes(landings[k].count, *landings[k].type));
-  }
-  for (size_t k = 0; k < destinations; ++k) {
-    if (plan.to[k] != MPI_PROC_NULL) outgoing[k] = send_block(k);
-  }
-  for (size_t k = 0; k < sources; ++k) {
-    if (plan.from[k] == MPI_PROC_NULL) continue;
-    receives[k] = c.internal.irecv(incoming[k].data(), incoming[k].size(), plan.from[k], plan.from_tags[k]);
-  }
-  for (size_t k = 0; k < destinations; ++k) {
-    if (plan.to[k] == MPI_PROC_NULL) continue;
-    sends[k] = c.internal.isend(outgoing[k].data(), outgoing[k].size(), plan.to[k], plan.to_tags[k]);
-  }
-  chorus::wait_all(sends);
-  chorus::wait_all(receives);
-  for (size_t k = 0; k < sources; ++k) {
-    if (plan.from[k] == MPI_PROC_NULL) continue;
-    const size_t got = receives[k].received().bytes;
-    if (got != incoming[k].size()) {
-      fail(MPI_ERR_TRUNCATE, "neighbour rank ", plan.from[k], " sent ", got, " bytes where ", incoming[k].size(),
-           " were expected: counts or datatypes differ between ranks");
-    }
-    unpack(incoming[k].data(), landings[k].count, *landings[k].type, landings[k].at);
-  }
-}
-
-// Block k of `count` elements of `type` at element displacement `index`.
-std::byte* element_at(void* buffer, size_t index, const Datatype& type) {
-  return static_cast<std::byte*>(buffer) + static_cast<MPI_Aint>(index) * type.extent;
-}
-const std::byte* element_at(const void* buffer, size_t index, const Datatype& type) {
-  return static_cast<const std::byte*>(buffer) + static_cast<MPI_Aint>(index) * type.extent;
-}
-
-// A per-neighbour count or displacement array, checked.
-std::span<const int> per_neighbour(const int* values, size_t neighbours, const char* role) {
-  if (values == nullptr && neighbours > 0) fail(MPI_ERR_ARG, "null ", role);
-  return {values, neighbours};
-}
-size_t count_of(std::span<const int> counts, size_t k, const char* role) {
-  if (counts[k] < 0) fail(MPI_ERR_COUNT, role, "[", k, "] = ", counts[k], " is negative");
-  return static_cast<size_t>(counts[k]);
-}
-
-void check_neighbor_buffers(const void* sendbuf, size_t sendcount, void* recvbuf, size_t recvcount) {
-  if (sendbuf == MPI_IN_PLACE || recvbuf == MPI_IN_PLACE) {
-    fail(MPI_ERR_ARG, "MPI_IN_PLACE is not allowed in a neighbourhood collective");
-  }
-  check_buffer(sendbuf, sendcount, "sendbuf");
-  check_buffer(recvbuf, recvcount, "recvbuf");
-}
-
-// MPI_Neighbor_allgather (`one_for_all`: every neighbour gets the whole
-// send buffer) and MPI_Neighbor_alltoall (neighbour k gets block k), with
-// `recvcount` elements from each.
-void neighbor_blocks(MPI_Comm comm, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                     int recvcount, MPI_Datatype recvtype, bool one_for_all) {
-  Comm c = use_comm(comm);
-  const NeighbourPlan plan = plan_of(comm, c.rank);
-  const size_t send_n = use_count(sendcount, "sendcount"), recv_n = use_count(recvcount, "recvcount");
-  const Datatype& stype = use_type(sendtype, "sendtype");
-  const Datatype& rtype = use_type(recvtype, "recvtype");
-  check_neighbor_buffers(sendbuf, send_n, recvbuf, recv_n);
-  const Bytes whole = one_for_all ? pack_copy(sendbuf, send_n, stype) : Bytes{};
-  neighbor_exchange(
-      c, plan,
-      [&](size_t k) { return one_for_all ? whole : pack_copy(element_at(sendbuf, k * send_n, stype), send_n, stype); },
-      [&](size_t k) { return Landing{element_at(recvbuf, k * recv_n, rtype), recv_n, &rtype}; });
-}
-
-// Where each block of a v- or w-form is: its byte offset and its type.
-struct BlockPlace {
-  MPI_Aint offset = 0;
-  const Datatype* type = nullptr;
-};
-using BlockLayout = std::vector<BlockPlace>;
-
-// MPI_Neighbor_alltoallv and _alltoallw: block k is `sendcounts[k]` /
-// `recvcounts[k]` elements at send[k] / recv[k].
-void neighbor_per_block(MPI_Comm comm, const void* sendbuf, const int sendcounts[], const BlockLayout& send,
-                        void* recvbuf, const int recvcounts[], const BlockLayout& recv) {
-  Comm c = use_comm(comm);
-  const NeighbourPlan plan = plan_of(comm, c.rank);
-  const auto scounts = per_neighbour(sendcounts, send.size(), "sendcounts");
-  const auto rcounts = per_neighbour(recvcounts, recv.size(), "recvcounts");
-  check_neighbor_buffers(sendbuf, 0, recvbuf, 0);
-  neighbor_exchange(
-      c, plan,
-      [&](size_t k) {
-        const size_t n = count_of(scounts, k, "sendcounts");
-        check_buffer(sendbuf, n, "sendbuf");
-        return pack_copy(static_cast<const std::byte*>(sendbuf) + send[k].offset, n, *send[k].type);
-      },
-      [&](size_t k) {
-        const size_t n = count_of(rcounts, k, "recvcounts");
-        check_buffer(recvbuf, n, "recvbuf");
-        return Landing{static_cast<std::byte*>(recvbuf) + recv[k].offset, n, recv[k].type};
-      });
-}
-
-}  // namespace
 }  // namespace chorus::mpi
 
 using namespace chorus::mpi;
@@ -415,78 +282,6 @@ int MPI_Topo_test(MPI_Comm comm, int* status) {
     use_comm(comm);
     if (status == nullptr) fail(MPI_ERR_ARG, "null status");
     *status = comm->cart ? MPI_CART : comm->graph ? comm->graph->kind : MPI_UNDEFINED;
-  });
-}
-
-int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                           MPI_Datatype recvtype, MPI_Comm comm) {
-  return call("MPI_Neighbor_allgather", comm, [&] {
-    neighbor_blocks(comm, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, /*one_for_all=*/true);
-  });
-}
-
-int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                          MPI_Datatype recvtype, MPI_Comm comm) {
-  return call("MPI_Neighbor_alltoall", comm, [&] {
-    neighbor_blocks(comm, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, /*one_for_all=*/false);
-  });
-}
-
-int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                            const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return call("MPI_Neighbor_allgatherv", comm, [&] {
-    Comm c = use_comm(comm);
-    const NeighbourPlan plan = plan_of(comm, c.rank);
-    const size_t sources = plan.from.size();
-    const size_t send_n = use_count(sendcount, "sendcount");
-    const Datatype& stype = use_type(sendtype, "sendtype");
-    const Datatype& rtype = use_type(recvtype, "recvtype");
-    const auto counts = per_neighbour(recvcounts, sources, "recvcounts");
-    const auto at = per_neighbour(displs, sources, "displs");
-    check_neighbor_buffers(sendbuf, send_n, recvbuf, 0);
-    const Bytes packed = pack_copy(sendbuf, send_n, stype);
-    neighbor_exchange(
-        c, plan, [&](size_t) { return packed; },
-        [&](size_t k) {
-          const size_t n = count_of(counts, k, "recvcounts");
-          check_buffer(recvbuf, n, "recvbuf");
-          return Landing{element_at(recvbuf, static_cast<size_t>(at[k]), rtype), n, &rtype};
-        });
-  });
-}
-
-int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                           void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
-                           MPI_Comm comm) {
-  return call("MPI_Neighbor_alltoallv", comm, [&] {
-    const Comm c = use_comm(comm);
-    const NeighbourPlan plan = plan_of(comm, c.rank);
-    const Datatype& stype = use_type(sendtype, "sendtype");
-    const Datatype& rtype = use_type(recvtype, "recvtype");
-    const auto sat = per_neighbour(sdispls, plan.to.size(), "sdispls");
-    const auto rat = per_neighbour(rdispls, plan.from.size(), "rdispls");
-    BlockLayout send(plan.to.size()), recv(plan.from.size());
-    for (size_t k = 0; k < send.size(); ++k) send[k] = {static_cast<MPI_Aint>(sat[k]) * stype.extent, &stype};
-    for (size_t k = 0; k < recv.size(); ++k) recv[k] = {static_cast<MPI_Aint>(rat[k]) * rtype.extent, &rtype};
-    neighbor_per_block(comm, sendbuf, sendcounts, send, recvbuf, recvcounts, recv);
-  });
-}
-
-// Displacements in bytes and a type per block (MPI-3.1 7.6.1).
-int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
-                           const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
-                           const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
-  return call("MPI_Neighbor_alltoallw", comm, [&] {
-    const Comm c = use_comm(comm);
-    const NeighbourPlan plan = plan_of(comm, c.rank);
-    if ((!plan.to.empty() && (sdispls == nullptr || sendtypes == nullptr)) ||
-        (!plan.from.empty() && (rdispls == nullptr || recvtypes == nullptr))) {
-      fail(MPI_ERR_ARG, "null sdispls, rdispls, sendtypes or recvtypes");
-    }
-    BlockLayout send(plan.to.size()), recv(plan.from.size());
-    for (size_t k = 0; k < send.size(); ++k) send[k] = {sdispls[k], &use_type(sendtypes[k], "sendtypes")};
-    for (size_t k = 0; k < recv.size(); ++k) recv[k] = {rdispls[k], &use_type(recvtypes[k], "recvtypes")};
-    neighbor_per_block(comm, sendbuf, sendcounts, send, recvbuf, recvcounts, recv);
   });
 }
 
