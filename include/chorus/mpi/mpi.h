@@ -209,6 +209,30 @@ extern struct chorus_mpi_op chorus_mpi_sum, chorus_mpi_prod, chorus_mpi_min, cho
 #define MPI_MODE_NOSUCCEED 16
 #define MPI_ORDER_C 0
 #define MPI_ORDER_FORTRAN 1
+#define MPI_DISTRIBUTE_BLOCK 0
+#define MPI_DISTRIBUTE_CYCLIC 1
+#define MPI_DISTRIBUTE_NONE 2
+#define MPI_DISTRIBUTE_DFLT_DARG (-1)
+/* Combiners (MPI_Type_get_envelope); the Fortran-only ones are never returned. */
+#define MPI_COMBINER_NAMED 0
+#define MPI_COMBINER_DUP 1
+#define MPI_COMBINER_CONTIGUOUS 2
+#define MPI_COMBINER_VECTOR 3
+#define MPI_COMBINER_HVECTOR_INTEGER 4
+#define MPI_COMBINER_HVECTOR 5
+#define MPI_COMBINER_INDEXED 6
+#define MPI_COMBINER_HINDEXED_INTEGER 7
+#define MPI_COMBINER_HINDEXED 8
+#define MPI_COMBINER_INDEXED_BLOCK 9
+#define MPI_COMBINER_STRUCT_INTEGER 10
+#define MPI_COMBINER_STRUCT 11
+#define MPI_COMBINER_SUBARRAY 12
+#define MPI_COMBINER_DARRAY 13
+#define MPI_COMBINER_F90_REAL 14
+#define MPI_COMBINER_F90_COMPLEX 15
+#define MPI_COMBINER_F90_INTEGER 16
+#define MPI_COMBINER_RESIZED 17
+#define MPI_COMBINER_HINDEXED_BLOCK 18
 
 /* Error classes (MPI-3.1 section 8.4). */
 #define MPI_SUCCESS 0
@@ -383,7 +407,7 @@ int MPI_Op_create(MPI_User_function* user_fn, int commute, MPI_Op* op);
 int MPI_Op_free(MPI_Op* op);
 int MPI_Op_commutative(MPI_Op op, int* commute);
 
-/* Datatypes: every constructor but subarray and darray (vector: stride >= 0). */
+/* Datatypes: every constructor (vector: stride >= 0) and their decoding. */
 int MPI_Type_size(MPI_Datatype datatype, int* size);
 int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent);
 int MPI_Type_get_name(MPI_Datatype datatype, char* type_name, int* resultlen);
@@ -426,6 +450,13 @@ MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp);
 MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
 int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
                              const int array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_create_darray(int size, int rank, int ndims, const int array_of_gsizes[], const int array_of_distribs[],
+                           const int array_of_dargs[], const int array_of_psizes[], int order, MPI_Datatype oldtype,
+                           MPI_Datatype* newtype);
+int MPI_Type_get_envelope(MPI_Datatype datatype, int* num_integers, int* num_addresses, int* num_datatypes,
+                          int* combiner);
+int MPI_Type_get_contents(MPI_Datatype datatype, int max_integers, int max_addresses, int max_datatypes,
+                          int array_of_integers[], MPI_Aint array_of_addresses[], MPI_Datatype array_of_datatypes[]);
 int MPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf, int outsize, int* position,
              MPI_Comm comm);
 int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount, MPI_Datatype datatype,
@@ -663,10 +694,6 @@ int MPI_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype da
                      MPI_Aint target_disp, MPI_Op op, MPI_Win win);
 int MPI_Compare_and_swap(const void* origin_addr, const void* compare_addr, void* result_addr, MPI_Datatype datatype,
                          int target_rank, MPI_Aint target_disp, MPI_Win win);
-
-/* Datatypes */
-int MPI_Type_get_envelope(MPI_Datatype datatype, int* num_integers, int* num_addresses, int* num_datatypes,
-                          int* combiner);
 #ifdef __cplusplus
 }
 #endif

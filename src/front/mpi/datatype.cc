@@ -1,7 +1,7 @@
 // Datatypes: the predefined ones, derived types (contiguous, vector,
 // hvector, indexed, hindexed, indexed_block, hindexed_block, struct,
-// subarray, resized, dup), and packing between a buffer's memory layout and the
-// packed bytes that travel.
+// resized, dup; subarray and darray are in array_types.cc), and packing
+// between a buffer's memory layout and the packed bytes that travel.
 //
 // A type is described by the memory layout of one element (a list of blocks,
 // in type-map order; none means the element is `extent` contiguous bytes)
@@ -43,19 +43,19 @@ struct ValueIndex {
 };
 
 // A predefined type: one contiguous element of `extent` bytes holding `size` bytes of data.
-chorus_mpi_datatype predefined(const char* name, Basic basic, size_t size, size_t extent) {
+chorus_mpi_datatype predefined(const char* name, Basic basic, size_t size, size_t extent, size_t alignment) {
   return chorus_mpi_datatype{kTypeMagic, name, basic, 1, static_cast<int>(size), static_cast<MPI_Aint>(extent),
-                             extent, true, true, {}, 0, {}};
+                             extent, true, true, {}, 0, {}, {}, alignment};
 }
 
 template <class T>
 chorus_mpi_datatype scalar(const char* name, Basic basic) {
-  return predefined(name, basic, sizeof(T), sizeof(T));
+  return predefined(name, basic, sizeof(T), sizeof(T), alignof(T));
 }
 
 template <class V>
 chorus_mpi_datatype pair(const char* name, Basic basic) {
-  return predefined(name, basic, sizeof(V) + sizeof(int), sizeof(ValueIndex<V>));
+  return predefined(name, basic, sizeof(V) + sizeof(int), sizeof(ValueIndex<V>), alignof(ValueIndex<V>));
 }
 
 // Appends `block` to `blocks`, merging it into the previous one when adjacent.
@@ -74,18 +74,9 @@ void append_element(std::vector<Block>& blocks, const Datatype& type, MPI_Aint o
   for (const Block& block : type.blocks) append(blocks, Block{offset + block.offset, block.length});
 }
 
-// One piece of a derived type: `count` elements of `type` from byte
-// displacement `displacement` (consecutive elements one extent apart).
-struct Piece {
-  const Datatype* type;
-  MPI_Aint displacement;
-  size_t count;
-};
+}  // namespace
 
-// A derived type made of `pieces` in type-map order. Its bounds are those
-// of the pieces (lb the lowest piece lower bound, extent up to the highest
-// upper bound), unless `bounds` gives them (MPI_Type_create_resized).
-MPI_Datatype derive(const std::vector<Piece>& pieces, std::optional<std::pair<MPI_Aint, MPI_Aint>> bounds = {}) {
+TypePtr derive(const std::vector<Piece>& pieces, std::optional<std::pair<MPI_Aint, MPI_Aint>> bounds) {
   auto type = std::make_unique<chorus_mpi_datatype>();
   type->magic = kTypeMagic;
   type->name = "";
@@ -94,6 +85,7 @@ MPI_Datatype derive(const std::vector<Piece>& pieces, std::optional<std::pair<MP
   type->predefined = false;
   type->committed = false;
   type->packed_size = 0;
+  type->alignment = 1;
   long long size = 0;
   MPI_Aint lb = 0, ub = 0;
   bool first = true;
@@ -101,6 +93,7 @@ MPI_Datatype derive(const std::vector<Piece>& pieces, std::optional<std::pair<MP
     const Datatype& old = *piece.type;
     // Predefined reductions need one basic type throughout.
     if (old.basic != type->basic) type->basic = Basic::opaque;
+    type->alignment = std::max(type->alignment, old.alignment);
     type->basic_count += piece.count * old.basic_count;
     type->packed_size += piece.count * old.packed_size;
     size += static_cast<long long>(piece.count) * old.size;
@@ -117,17 +110,20 @@ MPI_Datatype derive(const std::vector<Piece>& pieces, std::optional<std::pair<MP
   }
   type->size = static_cast<int>(size);
   type->lb = bounds ? bounds->first : lb;
-  type->extent = bounds ? bounds->second : ub - lb;
+  const auto align = static_cast<MPI_Aint>(type->alignment);
+  type->extent = bounds ? bounds->second : (ub - lb + align - 1) / align * align;
   const bool one_piece = type->blocks.size() == 1 && type->blocks[0].offset == 0 &&
                          static_cast<MPI_Aint>(type->blocks[0].length) == type->extent && type->lb == 0;
   if (one_piece || type->packed_size == 0) type->blocks.clear();
   if (type->packed_size == 0) type->extent = std::max<MPI_Aint>(type->extent, 0);
-  return type.release();
+  return type;
 }
+
+namespace {
 
 // `elements` elements of `old` at the given element offsets (in units of
 // old's extent): contiguous, vector, indexed.
-MPI_Datatype derive(const Datatype& old, const std::vector<MPI_Aint>& element_offsets, MPI_Aint extent_elements) {
+TypePtr derive(const Datatype& old, const std::vector<MPI_Aint>& element_offsets, MPI_Aint extent_elements) {
   std::vector<Piece> pieces;
   pieces.reserve(element_offsets.size());
   for (MPI_Aint index : element_offsets) pieces.push_back(Piece{&old, index * old.extent, 1});
@@ -318,7 +314,8 @@ int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype* newtype) 
     if (newtype == nullptr) fail(MPI_ERR_ARG, "null newtype");
     std::vector<MPI_Aint> offsets(n);
     for (size_t i = 0; i < n; ++i) offsets[i] = static_cast<MPI_Aint>(i);
-    *newtype = derive(old, offsets, static_cast<MPI_Aint>(n));
+    *newtype = with_recipe(derive(old, offsets, static_cast<MPI_Aint>(n)), MPI_COMBINER_CONTIGUOUS, {count}, {},
+                           {oldtype});
   });
 }
 
@@ -339,7 +336,8 @@ int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype
       }
     }
     const MPI_Aint extent = blocks == 0 ? 0 : static_cast<MPI_Aint>(blocks - 1) * stride + static_cast<MPI_Aint>(length);
-    *newtype = derive(old, offsets, extent);
+    *newtype = with_recipe(derive(old, offsets, extent), MPI_COMBINER_VECTOR, {count, blocklength, stride}, {},
+                           {oldtype});
   });
 }
 
@@ -351,7 +349,7 @@ int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Dat
     check_new_type(newtype);
     std::vector<Piece> pieces;
     for (size_t b = 0; b < blocks; ++b) pieces.push_back(Piece{&old, static_cast<MPI_Aint>(b) * stride, length});
-    *newtype = derive(pieces);
+    *newtype = with_recipe(derive(pieces), MPI_COMBINER_HVECTOR, {count, blocklength}, {stride}, {oldtype});
   });
 }
 
@@ -360,8 +358,10 @@ int MPI_Type_indexed(int count, const int array_of_blocklengths[], const int arr
   return call("MPI_Type_indexed", MPI_COMM_WORLD, [&] {
     const Datatype& old = use_any_type(oldtype, "oldtype");
     check_new_type(newtype);
-    *newtype = derive(indexed_pieces(count, array_of_blocklengths, nullptr, array_of_displacements, nullptr,
-                                     &old, nullptr, old.extent));
+    TypePtr made = derive(indexed_pieces(count, array_of_blocklengths, nullptr, array_of_displacements, nullptr,
+                                              &old, nullptr, old.extent));
+    *newtype = with_recipe(std::move(made), MPI_COMBINER_INDEXED,
+                           concat_ints(count, array_of_blocklengths, array_of_displacements), {}, {oldtype});
   });
 }
 
@@ -370,8 +370,10 @@ int MPI_Type_create_hindexed(int count, const int array_of_blocklengths[], const
   return call("MPI_Type_create_hindexed", MPI_COMM_WORLD, [&] {
     const Datatype& old = use_any_type(oldtype, "oldtype");
     check_new_type(newtype);
-    *newtype = derive(indexed_pieces(count, array_of_blocklengths, nullptr, nullptr, array_of_displacements, &old,
-                                     nullptr, 1));
+    TypePtr made = derive(indexed_pieces(count, array_of_blocklengths, nullptr, nullptr, array_of_displacements,
+                                              &old, nullptr, 1));
+    *newtype = with_recipe(std::move(made), MPI_COMBINER_HINDEXED, concat_ints(count, array_of_blocklengths),
+                           addresses_of(count, array_of_displacements), {oldtype});
   });
 }
 
@@ -380,8 +382,11 @@ int MPI_Type_create_indexed_block(int count, int blocklength, const int array_of
   return call("MPI_Type_create_indexed_block", MPI_COMM_WORLD, [&] {
     const Datatype& old = use_any_type(oldtype, "oldtype");
     check_new_type(newtype);
-    *newtype = derive(indexed_pieces(count, nullptr, &blocklength, array_of_displacements, nullptr, &old, nullptr,
-                                     old.extent));
+    TypePtr made = derive(indexed_pieces(count, nullptr, &blocklength, array_of_displacements, nullptr, &old,
+                                              nullptr, old.extent));
+    std::vector<int> integers = concat_ints(count, array_of_displacements);
+    integers.insert(integers.begin() + 1, blocklength);
+    *newtype = with_recipe(std::move(made), MPI_COMBINER_INDEXED_BLOCK, std::move(integers), {}, {oldtype});
   });
 }
 
@@ -390,7 +395,10 @@ int MPI_Type_create_hindexed_block(int count, int blocklength, const MPI_Aint ar
   return call("MPI_Type_create_hindexed_block", MPI_COMM_WORLD, [&] {
     const Datatype& old = use_any_type(oldtype, "oldtype");
     check_new_type(newtype);
-    *newtype = derive(indexed_pieces(count, nullptr, &blocklength, nullptr, array_of_displacements, &old, nullptr, 1));
+    TypePtr made =
+        derive(indexed_pieces(count, nullptr, &blocklength, nullptr, array_of_displacements, &old, nullptr, 1));
+    *newtype = with_recipe(std::move(made), MPI_COMBINER_HINDEXED_BLOCK, {count, blocklength},
+                           addresses_of(count, array_of_displacements), {oldtype});
   });
 }
 
@@ -399,50 +407,11 @@ int MPI_Type_create_struct(int count, const int array_of_blocklengths[], const M
   return call("MPI_Type_create_struct", MPI_COMM_WORLD, [&] {
     check_new_type(newtype);
     if (count > 0 && array_of_types == nullptr) fail(MPI_ERR_ARG, "null array_of_types");
-    *newtype = derive(indexed_pieces(count, array_of_blocklengths, nullptr, nullptr, array_of_displacements, nullptr,
-                                     array_of_types, 1));
-  });
-}
-
-int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
-                             const int array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype* newtype) {
-  return call("MPI_Type_create_subarray", MPI_COMM_WORLD, [&] {
-    const Datatype& old = use_any_type(oldtype, "oldtype");
-    check_new_type(newtype);
-    if (ndims <= 0) fail(MPI_ERR_ARG, "ndims ", ndims, " is not positive");
-    if (array_of_sizes == nullptr || array_of_subsizes == nullptr || array_of_starts == nullptr) {
-      fail(MPI_ERR_ARG, "null array_of_sizes, array_of_subsizes or array_of_starts");
-    }
-    if (order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN) fail(MPI_ERR_ARG, "order ", order, " is neither C nor Fortran");
-    const auto dims = static_cast<size_t>(ndims);
-    for (size_t d = 0; d < dims; ++d) {
-      if (array_of_sizes[d] <= 0 || array_of_subsizes[d] <= 0 || array_of_subsizes[d] > array_of_sizes[d] ||
-          array_of_starts[d] < 0 || array_of_starts[d] > array_of_sizes[d] - array_of_subsizes[d]) {
-        fail(MPI_ERR_ARG, "dimension ", d, ": size ", array_of_sizes[d], ", subsize ", array_of_subsizes[d], ", start ",
-             array_of_starts[d], " (need 0 < subsize <= size and 0 <= start <= size - subsize)");
-      }
-    }
-    // Dimension k from the fastest-varying: the last in C order, the first in Fortran order.
-    auto dim = [&](size_t k) { return order == MPI_ORDER_C ? dims - 1 - k : k; };
-    std::vector<MPI_Aint> stride(dims);  // bytes between neighbours along dimension k
-    MPI_Aint bytes = old.extent;
-    for (size_t k = 0; k < dims; ++k) {
-      stride[k] = bytes;
-      bytes *= array_of_sizes[dim(k)];
-    }
-    // One piece per row of the fastest dimension, in memory order.
-    std::vector<Piece> pieces;
-    std::vector<int> index(dims, 0);  // position inside the subarray, dimensions 1.. (k = 0 is the row)
-    while (true) {
-      MPI_Aint offset = 0;
-      for (size_t k = 0; k < dims; ++k) offset += (array_of_starts[dim(k)] + (k == 0 ? 0 : index[k])) * stride[k];
-      pieces.push_back(Piece{&old, offset, static_cast<size_t>(array_of_subsizes[dim(0)])});
-      size_t k = 1;
-      while (k < dims && ++index[k] == array_of_subsizes[dim(k)]) index[k++] = 0;
-      if (k == dims) break;
-    }
-    // The type spans the whole array (MPI-3.1 4.1.3): lb 0, extent its size.
-    *newtype = derive(pieces, std::make_pair(MPI_Aint{0}, bytes));
+    TypePtr made = derive(indexed_pieces(count, array_of_blocklengths, nullptr, nullptr, array_of_displacements,
+                                              nullptr, array_of_types, 1));
+    *newtype = with_recipe(std::move(made), MPI_COMBINER_STRUCT, concat_ints(count, array_of_blocklengths),
+                           addresses_of(count, array_of_displacements),
+                           std::vector<MPI_Datatype>(array_of_types, array_of_types + count));
   });
 }
 
@@ -451,7 +420,8 @@ int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, 
     const Datatype& old = use_any_type(oldtype, "oldtype");
     check_new_type(newtype);
     if (extent < 0) fail(MPI_ERR_ARG, "negative extent ", extent);
-    *newtype = derive({Piece{&old, 0, 1}}, std::make_pair(lb, extent));
+    *newtype = with_recipe(derive({Piece{&old, 0, 1}}, std::make_pair(lb, extent)), MPI_COMBINER_RESIZED, {},
+                           {lb, extent}, {oldtype});
   });
 }
 
@@ -463,6 +433,7 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
     copy->predefined = false;
     copy->committed = old.committed;  // MPI-3.1 4.1.10: the copy is committed if the original is
     copy->name = "";
+    copy->recipe = make_recipe(MPI_COMBINER_DUP, {}, {}, {oldtype});
     MPI_Datatype made = copy.release();
     try {
       copy_attributes(oldtype, made);  // through each keyval's copy function

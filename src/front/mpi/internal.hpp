@@ -106,6 +106,18 @@ struct Block {
   size_t length;
 };
 
+// How a derived type was made, as MPI_Type_get_envelope/_get_contents
+// report it (type_decoding.cc): the combiner and the constructor's
+// arguments. A derived argument type is kept as a copy taken then (the
+// caller may free its handle; chorus' types copy their layout, so nothing
+// else refers to it); a predefined one is the predefined object itself.
+struct TypeRecipe {
+  int combiner;
+  std::vector<int> integers;
+  std::vector<MPI_Aint> addresses;
+  std::vector<std::shared_ptr<const chorus_mpi_datatype>> types;
+};
+
 enum class OpKind : uint8_t { sum, prod, min, max, land, lor, lxor, band, bor, bxor, minloc, maxloc, replace, no_op, user };
 
 }  // namespace chorus::mpi
@@ -123,6 +135,11 @@ struct chorus_mpi_datatype {
   std::vector<chorus::mpi::Block> blocks;  // memory layout of one element; empty: contiguous
   MPI_Aint lb;                             // lower bound (MPI_Type_get_extent); addresses do not depend on it
   std::string user_name;                   // MPI_Type_set_name's
+  std::shared_ptr<const chorus::mpi::TypeRecipe> recipe;  // null for a predefined type (MPI_COMBINER_NAMED)
+  // The largest alignment of its basic types: a derived type's extent is
+  // rounded up to a multiple of it unless set explicitly (MPI-3.1 4.1.6's
+  // epsilon), so that an array of a struct { double; char } is 16 bytes apart.
+  size_t alignment;
 
   bool contiguous() const { return blocks.empty(); }
 };
@@ -315,6 +332,29 @@ void recv_exact(chorus::Communicator& comm, void* buffer, size_t bytes, int peer
 void exchange(const Comm& comm, int peer, const void* send, size_t send_bytes, void* recv, size_t recv_bytes, int tag);
 
 // ---- datatypes -------------------------------------------------------------
+
+// One piece of a derived type: `count` elements of `type` from byte
+// displacement `displacement` (consecutive elements one extent apart).
+struct Piece {
+  const Datatype* type;
+  MPI_Aint displacement;
+  size_t count;
+};
+using TypePtr = std::unique_ptr<chorus_mpi_datatype>;
+// A derived type made of `pieces` in type-map order, not committed. Its
+// bounds are those of the pieces (lb the lowest piece lower bound, extent
+// up to the highest upper bound), unless `bounds` gives them (lb, extent).
+TypePtr derive(const std::vector<Piece>& pieces, std::optional<std::pair<MPI_Aint, MPI_Aint>> bounds = {});
+// The recipe of a type made by `combiner` from these arguments
+// (type_decoding.cc); derived `types` are copied.
+std::shared_ptr<const TypeRecipe> make_recipe(int combiner, std::vector<int> integers, std::vector<MPI_Aint> addresses,
+                                              const std::vector<MPI_Datatype>& types);
+// Gives `made` its recipe and hands it out as a handle.
+MPI_Datatype with_recipe(TypePtr made, int combiner, std::vector<int> integers, std::vector<MPI_Aint> addresses,
+                         const std::vector<MPI_Datatype>& types);
+// `count`, then each array's `count` entries (the integer arguments of the indexed constructors).
+std::vector<int> concat_ints(int count, const int* first, const int* second = nullptr);
+std::vector<MPI_Aint> addresses_of(int count, const MPI_Aint* values);
 
 // Bytes of `count` elements on the wire.
 [[noreturn, gnu::cold]] void refuse_packed_bytes(size_t count);

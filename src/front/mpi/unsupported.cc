@@ -190,10 +190,4 @@ int MPI_Compare_and_swap(const void* origin_addr, const void* compare_addr, void
   return unsupported("MPI_Compare_and_swap", MPI_COMM_WORLD);
 }
 
-// --- Datatypes
-int MPI_Type_get_envelope(MPI_Datatype datatype, int* num_integers, int* num_addresses, int* num_datatypes,
-                          int* combiner) {
-  return unsupported("MPI_Type_get_envelope", MPI_COMM_WORLD);
-}
-
 }  // extern "C"
