@@ -360,6 +360,9 @@ class Communicator {
   // Non-blocking point-to-point, as send/recv below.
   [[nodiscard]] Request isend(const void* buf, size_t bytes, int peer, int tag);
   [[nodiscard]] Request irecv(void* buf, size_t bytes, int peer, int tag);
+  // A synchronous send (MPI_Issend): completes only once the receiver has
+  // matched it, whatever the size.
+  [[nodiscard]] Request issend(const void* buf, size_t bytes, int peer, int tag);
 
   // Rooted, variable-size and prefix collectives (as MPI's). Counts and
   // displacements are elements, one entry per rank; an empty displacement

@@ -26,11 +26,12 @@ Engine::Impl::Impl(transport::Transport& transport, int rank, int size, int loca
       peer_failures_(static_cast<size_t>(size)),
       progress_(*this, local_size) {}
 
-Request Engine::Impl::isend(int peer, Tag tag, const void* buffer, size_t bytes, uint32_t call_check) {
+Request Engine::Impl::isend(int peer, Tag tag, const void* buffer, size_t bytes, uint32_t call_check,
+                            bool synchronous) {
   check_peer(peer, "send to");
   check_buffer(buffer, bytes, "send");
-  const bool eager = bytes <= eager_limit_;
-  if (sends_at_once(peer, bytes)) {
+  const bool eager = bytes <= eager_limit_ && !synchronous;
+  if (!synchronous && sends_at_once(peer, bytes)) {
     MessageHeader header{MessageType::eager, tag, bytes, call_check};
     transport_.post_eager(peer, &header, sizeof header, buffer, bytes);
     ++counters_.eager_sent;
@@ -48,13 +49,15 @@ Request Engine::Impl::isend(int peer, Tag tag, const void* buffer, size_t bytes,
     slot.state = Slot::State::posted;
   } else {
     slot.start_rendezvous_state();
-    slot.registration = reg_cache_.acquire(buffer, bytes);
     RtsMessage rts{};
     rts.header = MessageHeader{MessageType::rts, tag, bytes, call_check};
-    const auto [remote_address, remote_key] = slot.registration->remote_for(peer);
-    rts.body.address =
-        remote_address + (reinterpret_cast<uintptr_t>(buffer) - reinterpret_cast<uintptr_t>(slot.registration->base()));
-    rts.body.key = remote_key;
+    if (bytes != 0) {  // an empty synchronous send has nothing to read: nothing registered
+      slot.registration = reg_cache_.acquire(buffer, bytes);
+      const auto [remote_address, remote_key] = slot.registration->remote_for(peer);
+      rts.body.address = remote_address + (reinterpret_cast<uintptr_t>(buffer) -
+                                           reinterpret_cast<uintptr_t>(slot.registration->base()));
+      rts.body.key = remote_key;
+    }
     rts.body.send_id = encode_id(request);
     transport_.post_eager(peer, &rts, sizeof rts, nullptr, 0);
     slot.state = Slot::State::awaiting_fin;
@@ -311,7 +314,10 @@ int Engine::rank() const { return impl_->rank(); }
 int Engine::size() const { return impl_->size(); }
 transport::Transport& Engine::transport() { return impl_->transport(); }
 Request Engine::isend(int peer, Tag tag, const void* buf, size_t bytes, uint32_t call_check) {
-  return impl_->isend(peer, tag, buf, bytes, call_check);
+  return impl_->isend(peer, tag, buf, bytes, call_check, false);
+}
+Request Engine::issend(int peer, Tag tag, const void* buf, size_t bytes) {
+  return impl_->isend(peer, tag, buf, bytes, 0, true);
 }
 Request Engine::irecv(int peer, Tag tag, void* buf, size_t bytes, Tag tag_mask, CallCheck check) {
   return impl_->irecv(peer, tag, buf, bytes, tag_mask, check);

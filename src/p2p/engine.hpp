@@ -93,6 +93,10 @@ class Engine {
   // untouched until the request completes. `call_check` travels with the
   // message: a digest of the collective call that sends it (0 for none).
   Request isend(int peer, Tag tag, const void* buf, size_t bytes, uint32_t call_check = 0);
+  // A synchronous send (MPI_Ssend): completes only once the receiver has
+  // matched it, which the rendezvous protocol tells whatever the size (its
+  // FIN comes after the match; the read is empty for 0 bytes).
+  Request issend(int peer, Tag tag, const void* buf, size_t bytes);
   // Whether isend(peer, ..., bytes) now would return a request born
   // finished (an eager send to a peer not known to have failed).
   bool sends_at_once(int peer, size_t bytes) const;

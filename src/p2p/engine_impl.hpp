@@ -158,7 +158,7 @@ class Engine::Impl final : public transport::Sink {
 
   // --- posting, matching, the transport's callbacks (engine.cc) ---
 
-  Request isend(int peer, Tag tag, const void* buffer, size_t bytes, uint32_t call_check);
+  Request isend(int peer, Tag tag, const void* buffer, size_t bytes, uint32_t call_check, bool synchronous);
   // isend's own test for a send the transport copies at once.
   bool sends_at_once(int peer, size_t bytes) const {
     return bytes <= eager_limit_ && peer >= 0 && peer < size_ && !peer_failures_[static_cast<size_t>(peer)];

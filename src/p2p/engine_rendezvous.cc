@@ -16,7 +16,7 @@ void Engine::Impl::start_rendezvous(uint32_t index, int source, Tag tag, size_t 
     deferred_fins_.push_back({source, rts.send_id});  // the sender's part is over either way
     return fail_slot(slot, truncation_error(slot, source, length));
   }
-  slot.registration = reg_cache_.acquire(slot.buffer, length);
+  if (length != 0) slot.registration = reg_cache_.acquire(slot.buffer, length);  // empty: a synchronous send's
   slot.remote = transport::RemoteBuffer{rts.address, rts.key};
   slot.read_total = length;
   slot.read_next = 0;

@@ -615,12 +615,9 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm);
 int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info);
 int MPI_Comm_get_info(MPI_Comm comm, MPI_Info* info_used);
 
-/* ======================================================================== */
-/* Declared only: each returns MPI_ERR_UNSUPPORTED_OPERATION naming itself   */
-/* (through the error handler of its communicator argument, else of         */
-/* MPI_COMM_WORLD).                                                          */
-/* ======================================================================== */
-/* Point-to-point */
+/* Synchronous and buffered sends. A buffered message takes its packed size
+   (MPI_Pack_size) plus MPI_BSEND_OVERHEAD of the attached buffer. */
+#define MPI_BSEND_OVERHEAD 128
 int MPI_Bsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
 int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
 int MPI_Buffer_attach(void* buffer, int size);
@@ -629,6 +626,17 @@ int MPI_Ibsend(const void* buf, int count, MPI_Datatype datatype, int dest, int 
                MPI_Request* request);
 int MPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request* request);
+int MPI_Bsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request);
+int MPI_Ssend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request);
+
+/* ======================================================================== */
+/* Declared only: each returns MPI_ERR_UNSUPPORTED_OPERATION naming itself   */
+/* (through the error handler of its communicator argument, else of         */
+/* MPI_COMM_WORLD).                                                          */
+/* ======================================================================== */
+/* Point-to-point */
 int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status);
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status);
 int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* status);
@@ -636,10 +644,6 @@ int MPI_Mrecv(void* buf, int count, MPI_Datatype datatype, MPI_Message* message,
 int MPI_Imrecv(void* buf, int count, MPI_Datatype datatype, MPI_Message* message, MPI_Request* request);
 int MPI_Cancel(MPI_Request* request);
 int MPI_Test_cancelled(const MPI_Status* status, int* flag);
-int MPI_Bsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-                   MPI_Request* request);
-int MPI_Ssend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-                   MPI_Request* request);
 
 /* Intercommunicators (chorus communicators are intracommunicators). */
 int MPI_Comm_remote_size(MPI_Comm comm, int* size);

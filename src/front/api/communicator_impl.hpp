@@ -310,7 +310,7 @@ class CommunicatorImpl {
   // A v-collective's start: the displacements BlockArgs computes for empty
   // spans live with the operation.
   RequestRef start_block(Collective op, const coll::Args& args);
-  RequestRef start_send(const void* buf, size_t bytes, int peer, int tag);
+  RequestRef start_send(const void* buf, size_t bytes, int peer, int tag, bool synchronous = false);
   RequestRef start_recv(void* buf, size_t bytes, int peer, int tag);
 
   // Collective over this communicator (see Communicator::split). Returns

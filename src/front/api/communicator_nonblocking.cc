@@ -131,17 +131,21 @@ RequestRef CommunicatorImpl::send_operation(int peer, int tag, size_t bytes) {
   return operation;
 }
 
-RequestRef CommunicatorImpl::start_send(const void* buf, size_t bytes, int peer, int tag) {
+RequestRef CommunicatorImpl::start_send(const void* buf, size_t bytes, int peer, int tag, bool synchronous) {
   std::lock_guard lock(session_->mutex);
-  const int engine_peer = begin_send("isend", buf, bytes, peer, tag);
+  const char* what = synchronous ? "issend" : "isend";
+  const int engine_peer = begin_send(what, buf, bytes, peer, tag);
   p2p::Engine& engine = *session_->engine;
   // Made before the send is posted (an allocation failure then posts nothing)
   // unless the send completes as it is posted (the engine's own test).
   RequestRef operation;
-  if (!engine.sends_at_once(engine_peer, bytes)) operation = send_operation(peer, tag, bytes);
+  if (synchronous || !engine.sends_at_once(engine_peer, bytes)) operation = send_operation(peer, tag, bytes);
   p2p::Request request;
-  guarded("isend",
-          [&] { request = engine.isend(engine_peer, p2p::CallTag::point_to_point(context_id_, tag), buf, bytes); });
+  guarded(what, [&] {
+    const p2p::Tag call_tag = p2p::CallTag::point_to_point(context_id_, tag);
+    request = synchronous ? engine.issend(engine_peer, call_tag, buf, bytes)
+                          : engine.isend(engine_peer, call_tag, buf, bytes);
+  });
   if (!operation) return finished_send_state();
   operation->request = request;
   session_->nonblocking().start_point_to_point(*operation, bytes >= kLargeOperationBytes);
@@ -395,6 +399,9 @@ Request Communicator::ialltoallv(const void* send, std::span<const size_t> send_
 
 Request Communicator::isend(const void* buf, size_t bytes, int peer, int tag) {
   return Request(impl().start_send(buf, bytes, peer, tag).release());
+}
+Request Communicator::issend(const void* buf, size_t bytes, int peer, int tag) {
+  return Request(impl().start_send(buf, bytes, peer, tag, /*synchronous=*/true).release());
 }
 Request Communicator::irecv(void* buf, size_t bytes, int peer, int tag) {
   return Request(impl().start_recv(buf, bytes, peer, tag).release());

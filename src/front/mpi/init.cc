@@ -167,7 +167,10 @@ int MPI_Initialized(int* flag) {
 // communication there; outside finalize's lock, as they may call MPI.
 int MPI_Finalize(void) {
   return call("MPI_Finalize", MPI_COMM_WORLD, [&] {
-    if (initialized()) delete_attributes(MPI_COMM_SELF);
+    if (initialized()) {
+      delete_attributes(MPI_COMM_SELF);
+      flush_buffered_sends();  // a buffered message is sent even if its buffer was never detached
+    }
     finalize();
   });
 }

@@ -6,22 +6,28 @@
 
 namespace chorus::mpi {
 
-RequestPtr start_send(const Comm& comm, const void* buf, int count, MPI_Datatype datatype, int dest, int tag) {
+RequestPtr start_send(const Comm& comm, const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                      SendMode mode) {
   const size_t n = use_count(count, "count");
   const Datatype& type = use_type(datatype, "datatype");
   check_tag(tag, false);
   if (dest == MPI_PROC_NULL) return new_request(comm.handle);
   check_peer(dest, comm, false);
   check_buffer(buf, n, "buf");
+  if (mode == SendMode::buffered) return start_buffered_send(comm, buf, n, type, dest, tag);
+  const bool synchronous = mode == SendMode::synchronous;
+  auto send = [&](const void* data, size_t bytes) {
+    return synchronous ? comm.chorus.issend(data, bytes, dest, tag) : comm.chorus.isend(data, bytes, dest, tag);
+  };
   if (type.contiguous()) {
     // The user's memory itself (packed_view's answer, without its vector).
     const size_t bytes = packed_bytes(n, type);
-    return started_request(comm.handle, false, [&] { return comm.chorus.isend(buf, bytes, dest, tag); });
+    return started_request(comm.handle, false, [&] { return send(buf, bytes); });
   }
   RequestPtr request = new_request(comm.handle);
   PackedView view = packed_view(buf, n, type);
   request->send_staging() = std::move(view.storage);  // moving keeps view.data valid
-  request->operation = comm.chorus.isend(view.data, view.bytes, dest, tag);
+  request->operation = send(view.data, view.bytes);
   return request;
 }
 
@@ -57,7 +63,7 @@ namespace {
 // MPI_Send_init / MPI_Recv_init: the call checked as its MPI_Start will
 // make it, kept with a copy of the datatype; inactive until started.
 RequestPtr new_persistent(bool send, MPI_Comm comm, const void* buf, int count, MPI_Datatype datatype, int peer,
-                          int tag) {
+                          int tag, SendMode mode = SendMode::standard) {
   const Comm c = use_comm(comm);
   const size_t n = use_count(count, "count");
   const Datatype& type = use_type(datatype, "datatype");
@@ -67,7 +73,7 @@ RequestPtr new_persistent(bool send, MPI_Comm comm, const void* buf, int count, 
   RequestPtr request = new_request(comm);
   request->receive = !send;
   request->persistent = std::make_unique<PersistentCall>(
-      PersistentCall{send, comm, const_cast<void*>(buf), count, type, peer, tag});
+      PersistentCall{send, mode, comm, const_cast<void*>(buf), count, type, peer, tag});
   return request;
 }
 
@@ -86,7 +92,7 @@ void start_persistent(chorus_mpi_request& request) {
   const PersistentCall& made = *request.persistent;
   const Comm c = use_comm(made.comm);
   MPI_Datatype type = const_cast<MPI_Datatype>(&made.type);
-  RequestPtr fresh = made.send ? start_send(c, made.buf, made.count, type, made.peer, made.tag)
+  RequestPtr fresh = made.send ? start_send(c, made.buf, made.count, type, made.peer, made.tag, made.mode)
                                : start_recv(c, made.buf, made.count, type, made.peer, made.tag);
   request.operation = std::move(fresh->operation);
   request.from_proc_null = fresh->from_proc_null;
@@ -111,6 +117,11 @@ void wait_pair(chorus_mpi_request& send, chorus_mpi_request& recv, MPI_Status* s
 }
 
 }  // namespace
+
+RequestPtr new_persistent_send(MPI_Comm comm, const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                               SendMode mode) {
+  return new_persistent(true, comm, buf, count, datatype, dest, tag, mode);
+}
 
 }  // namespace chorus::mpi
 

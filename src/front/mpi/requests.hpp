@@ -43,8 +43,12 @@ struct RequestStaging {
 // A persistent request's call (MPI_Send_init, MPI_Recv_init), which each
 // MPI_Start makes again. The datatype is the request's own copy: the
 // caller may free its handle while the request lives.
+// MPI's send modes (a ready send is a standard one: its receive is posted,
+// so it has nothing to wait for that a standard send would).
+enum class SendMode : uint8_t { standard, synchronous, buffered };
 struct PersistentCall {
   bool send;
+  SendMode mode;  // a send's
   MPI_Comm comm;
   void* buf;  // const for a send (MPI_Send_init's const void*)
   int count;
@@ -134,7 +138,18 @@ inline void check_request_output(MPI_Request* request) {
 inline void publish(RequestPtr request, MPI_Request* handle) { *handle = request.release(); }
 
 // Starts point-to-point operations (MPI_PROC_NULL peers complete at once).
-RequestPtr start_send(const Comm& comm, const void* buf, int count, MPI_Datatype datatype, int dest, int tag);
+RequestPtr start_send(const Comm& comm, const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                      SendMode mode = SendMode::standard);
+// A persistent send of `mode` (MPI_Send_init, MPI_Ssend_init, ...), inactive until started.
+RequestPtr new_persistent_send(MPI_Comm comm, const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                               SendMode mode);
+// The buffered mode (send_modes.cc): the message packed into a copy charged
+// against the attached buffer (MPI_ERR_BUFFER if it does not fit) and sent
+// from there; the request returned is already complete.
+RequestPtr start_buffered_send(const Comm& comm, const void* buf, size_t count, const Datatype& type, int dest,
+                               int tag);
+// Waits for every buffered send still in flight (MPI_Finalize).
+void flush_buffered_sends();
 RequestPtr start_recv(const Comm& comm, void* buf, int count, MPI_Datatype datatype, int source, int tag);
 // Waits for a request that was never published (MPI_Sendrecv).
 void wait_unpublished(chorus_mpi_request& request, MPI_Status* status);

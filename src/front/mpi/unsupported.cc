@@ -12,26 +12,6 @@ using chorus::mpi::unsupported;
 extern "C" {
 
 // --- Point-to-point
-int MPI_Bsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
-  return unsupported("MPI_Bsend", comm);
-}
-int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
-  return unsupported("MPI_Ssend", comm);
-}
-int MPI_Buffer_attach(void* buffer, int size) {
-  return unsupported("MPI_Buffer_attach", MPI_COMM_WORLD);
-}
-int MPI_Buffer_detach(void* buffer_addr, int* size) {
-  return unsupported("MPI_Buffer_detach", MPI_COMM_WORLD);
-}
-int MPI_Ibsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-               MPI_Request* request) {
-  return unsupported("MPI_Ibsend", comm);
-}
-int MPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-               MPI_Request* request) {
-  return unsupported("MPI_Issend", comm);
-}
 int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
   return unsupported("MPI_Request_get_status", MPI_COMM_WORLD);
 }
@@ -52,14 +32,6 @@ int MPI_Cancel(MPI_Request* request) {
 }
 int MPI_Test_cancelled(const MPI_Status* status, int* flag) {
   return unsupported("MPI_Test_cancelled", MPI_COMM_WORLD);
-}
-int MPI_Bsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-                   MPI_Request* request) {
-  return unsupported("MPI_Bsend_init", comm);
-}
-int MPI_Ssend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-                   MPI_Request* request) {
-  return unsupported("MPI_Ssend_init", comm);
 }
 
 // --- Groups and communicators
