@@ -10,8 +10,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <functional>
-#include <span>
 #include <tuple>
 
 namespace chorus::mpi {
