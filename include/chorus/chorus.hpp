@@ -140,6 +140,16 @@ struct Received {
   size_t bytes = 0;
 };
 
+// A message a matched probe took (Communicator::improbe / mprobe, as
+// MPI_Improbe / MPI_Mprobe): no receive matches it any more, and only
+// imrecv / mrecv of this object, on the communicator that probed it,
+// receives it (once). One never received stays with the communicator's
+// engine until it goes, as MPI's.
+struct Message {
+  Received info;     // its source, tag and length
+  uint64_t id = 0;   // the engine's name for it (0: none)
+};
+
 class CommunicatorImpl;
 struct RequestState;
 
@@ -173,6 +183,12 @@ class Request {
   bool active() const { return state_ != nullptr; }
   // What the last completed receive got (irecv); {-1, -1, 0} otherwise.
   const Received& received() const { return received_; }
+  // Withdraws a receive (irecv, imrecv is never one: its message matched)
+  // that no message has matched yet, as MPI_Cancel: true, and the request
+  // is empty, nothing was received (received() {-1, -1, 0}) and nothing
+  // will be written to its buffer. False for a send, a collective, a
+  // receive that matched or finished: the request goes on as before.
+  bool cancel();
 
  private:
   friend class Communicator;
@@ -445,6 +461,14 @@ class Communicator {
   // A recv from the returned source with the returned tag takes that message.
   std::optional<Received> iprobe(int peer, int tag);
   Received probe(int peer, int tag);
+  // Matched probes (MPI_Improbe / MPI_Mprobe): as iprobe / probe, but the
+  // message found is taken, so that no other receive (another thread's)
+  // gets it; receive it with imrecv / mrecv into at most `bytes` bytes (a
+  // longer one fails with Status::truncated). `message` is spent either way.
+  std::optional<Message> improbe(int peer, int tag);
+  Message mprobe(int peer, int tag);
+  [[nodiscard]] Request imrecv(Message& message, void* buf, size_t bytes);
+  Received mrecv(Message& message, void* buf, size_t bytes);
 
   // Sub-communicators (as MPI_Comm_split / MPI_Comm_dup). Collective over
   // this communicator. Ranks passing the same color >= 0 form a new

@@ -111,6 +111,53 @@ std::optional<Completion> Engine::Impl::probe(int peer, Tag tag, Tag mask) {
   return Completion{source, message->tag, message->length};
 }
 
+std::optional<std::pair<uint64_t, Completion>> Engine::Impl::claim(int peer, Tag tag, Tag mask) {
+  if (peer != kAnySource) check_peer(peer, "matched probe for a message from");
+  poll_transport();
+  auto found = unexpected_.take(peer, tag, mask);
+  if (!found) return std::nullopt;
+  const Completion what{found->first, found->second.tag, found->second.length};
+  const uint64_t id = ++last_claim_;
+  claimed_.emplace(id, std::move(*found));
+  return std::pair<uint64_t, Completion>{id, what};
+}
+
+Request Engine::Impl::irecv_claimed(uint64_t id, void* buffer, size_t bytes) {
+  check_buffer(buffer, bytes, "receive");
+  auto it = claimed_.find(id);
+  if (it == claimed_.end()) {
+    fail(Status::invalid_argument, "a receive of a matched message that was already received or never probed");
+  }
+  const int source = it->second.first;
+  const Unexpected& message = it->second.second;
+  auto [request, slot] = allocate(Slot::Kind::recv, source, message.tag);
+  slot.buffer = buffer;
+  slot.capacity = bytes;
+  slot.state = Slot::State::posted;
+  const bool eager = message.type == MessageType::eager;
+  try {
+    deliver(request.slot, source, message.tag, message.call_check, message.length, eager ? message.payload() : nullptr,
+            eager ? nullptr : &message.rts);
+  } catch (...) {
+    claimed_.erase(it);  // delivered or failed, never to be received again
+    throw;
+  }
+  claimed_.erase(it);
+  if (!eager) flush_deferred();
+  return request;
+}
+
+bool Engine::Impl::withdraw_receive(const Request& request) {
+  if (!request.valid() || request.finished_send()) return false;
+  Slot* slot = find_by_id(encode_id(request));
+  // A posted receive is one no message has matched: a match moves it on
+  // (done, failed, or reading) in the same call.
+  if (slot == nullptr || slot->kind != Slot::Kind::recv || slot->state != Slot::State::posted) return false;
+  posted_.remove(slot->index, slot->peer);
+  release(slot->index);
+  return true;
+}
+
 std::optional<std::pair<int, Tag>> Engine::Impl::find_unexpected(const std::function<bool(int, Tag)>& match) const {
   std::optional<std::pair<int, Tag>> found;
   unexpected_.for_each([&](int source, Tag tag, const Unexpected&) {
@@ -327,6 +374,11 @@ void Engine::wait_all(std::span<Request> requests) { impl_->wait_all(requests); 
 bool Engine::test(Request& request, Completion* done) { return impl_->test(request, done); }
 int Engine::progress() { return impl_->progress(); }
 std::optional<Completion> Engine::probe(int peer, Tag tag, Tag tag_mask) { return impl_->probe(peer, tag, tag_mask); }
+std::optional<std::pair<uint64_t, Completion>> Engine::claim(int peer, Tag tag, Tag tag_mask) {
+  return impl_->claim(peer, tag, tag_mask);
+}
+Request Engine::irecv_claimed(uint64_t id, void* buf, size_t bytes) { return impl_->irecv_claimed(id, buf, bytes); }
+bool Engine::withdraw_receive(const Request& request) { return impl_->withdraw_receive(request); }
 void Engine::progress_until(const Request& request, const std::function<bool()>& stop) {
   impl_->progress_until(request, stop);
 }

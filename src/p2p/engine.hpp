@@ -139,6 +139,17 @@ class Engine {
   // (`peer` or kAnySource, `tag` on the bits of `tag_mask`) posted now would
   // match, without taking it (MPI_Iprobe): its source, tag and length.
   std::optional<Completion> probe(int peer, Tag tag, Tag tag_mask = kExactTag);
+  // A matched probe (MPI_Improbe): as probe(), but the message found is
+  // taken out of the unexpected queue, so no receive matches it any more;
+  // only irecv_claimed(id) receives it. Its id (never 0) and what it is.
+  std::optional<std::pair<uint64_t, Completion>> claim(int peer, Tag tag, Tag tag_mask = kExactTag);
+  // Receives the claimed message `id` into `buf` (capacity `bytes`) as the
+  // irecv that would have matched it: truncation and rendezvous alike.
+  Request irecv_claimed(uint64_t id, void* buf, size_t bytes);
+  // Withdraws a receive no message has matched yet (MPI_Cancel): true, and
+  // the request is gone (its slot freed, nothing will be written to its
+  // buffer); false for a send, or a receive that matched or finished.
+  bool withdraw_receive(const Request& request);
   // Drives the transport once without blocking; returns how many events it
   // handled (0: nothing happened).
   int progress();

@@ -19,6 +19,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -166,6 +167,9 @@ class Engine::Impl final : public transport::Sink {
   Request irecv(int peer, Tag tag, void* buffer, size_t bytes, Tag mask, CallCheck check);
   bool test(Request& request, Completion* done);
   std::optional<Completion> probe(int peer, Tag tag, Tag mask);
+  std::optional<std::pair<uint64_t, Completion>> claim(int peer, Tag tag, Tag mask);
+  Request irecv_claimed(uint64_t id, void* buffer, size_t bytes);
+  bool withdraw_receive(const Request& request);
   std::optional<std::pair<int, Tag>> find_unexpected(const std::function<bool(int, Tag)>& match) const;
   void on_eager(int peer, const void* data, size_t bytes) override;
   void on_read_done(uint64_t context) override;
@@ -352,6 +356,10 @@ class Engine::Impl final : public transport::Sink {
   std::vector<uint32_t> free_slots_;
   PostedReceives posted_;
   UnexpectedMessages<Unexpected> unexpected_;
+  // Messages a matched probe took (claim), by id, with their sources: out
+  // of the unexpected queue until irecv_claimed() receives them.
+  std::unordered_map<uint64_t, std::pair<int, Unexpected>> claimed_;
+  uint64_t last_claim_ = 0;
   std::vector<std::optional<Error>> peer_failures_;
   std::vector<uint64_t> deferred_reads_;               // receives whose reads to (re)issue
   std::vector<std::pair<int, uint64_t>> deferred_fins_;  // (peer, send id)

@@ -395,6 +395,12 @@ class Progress {
   // Progress drops that reference when it completes.
   void detach(Operation& operation) noexcept;
 
+  // Under the lock: withdraws a listed point-to-point receive that no
+  // message has matched yet (MPI_Cancel). True: it is complete, with no
+  // error and nothing received, and its on_complete did not run; false (a
+  // send, a collective, a receive that matched): it goes on as before.
+  bool withdraw_receive(Operation& operation);
+
   // Without the lock: drive progress until `operation` completes (wait) or
   // once (test). Throw the operation's error, if any.
   void wait(Operation& operation);

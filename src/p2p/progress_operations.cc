@@ -83,6 +83,19 @@ void Progress::detach(Operation& operation) noexcept {
   drop(&operation);  // complete, or a collective (its list holds a reference of its own)
 }
 
+bool Progress::withdraw_receive(Operation& operation) {
+  if (operation.complete.load(std::memory_order_relaxed) || operation.listed_at == Operation::kNotListed) return false;
+  if (!engine_.withdraw_receive(operation.request)) return false;
+  operation.request = Request{};
+  unlist(operation);
+  operation.received = Received{};
+  // Read before `complete` is set, as finish_point_to_point does.
+  const bool adopted = operation.adopted;
+  operation.complete.store(true, std::memory_order_release);
+  if (adopted) drop(&operation);
+  return true;
+}
+
 int Progress::complete_finished_point_to_point() {
   int moved = 0;
   advancing_ = true;

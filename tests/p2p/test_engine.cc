@@ -196,6 +196,80 @@ TEST(Engine, ProbeLeavesTheMessageQueued) {
       small_eager_settings());
 }
 
+// A claimed message (MPI_Improbe) leaves the queue: a receive that would
+// have matched it takes the next one, and only irecv_claimed gets it,
+// eager and rendezvous alike, once.
+TEST(Engine, ClaimedMessageIsReceivedOnlyByItsClaim) {
+  for (size_t bytes : {size_t{100}, size_t{50000}}) {  // eager and rendezvous
+    run_ranks(
+        2,
+        [&](p2p::Engine& engine, int rank) {
+          auto first = pattern(bytes, 1), second = pattern(bytes, 2);
+          if (rank == 0) {
+            auto a = engine.isend(1, 5, first.data(), bytes);
+            auto b = engine.isend(1, 5, second.data(), bytes);
+            engine.wait(a);
+            engine.wait(b);
+            return;
+          }
+          std::optional<std::pair<uint64_t, p2p::Completion>> claimed;
+          while (!claimed) claimed = engine.claim(p2p::kAnySource, 5, p2p::kExactTag);
+          EXPECT_NE(claimed->first, 0u);
+          EXPECT_EQ(claimed->second.source, 0);
+          EXPECT_EQ(claimed->second.bytes, bytes);
+          std::vector<uint8_t> got(bytes);
+          auto next = engine.irecv(0, 5, got.data(), bytes);
+          engine.wait(next);
+          EXPECT_EQ(got, second) << "a plain receive took the claimed message";
+          got.assign(bytes, 0);
+          auto mine = engine.irecv_claimed(claimed->first, got.data(), bytes);
+          EXPECT_EQ(engine.wait(mine).bytes, bytes);
+          EXPECT_EQ(got, first);
+          EXPECT_THROW(engine.irecv_claimed(claimed->first, got.data(), bytes), Error) << "received twice";
+        },
+        small_eager_settings());
+  }
+}
+
+// A withdrawn receive (MPI_Cancel) gets nothing: the message sent after it
+// goes to the next receive. A receive that matched cannot be withdrawn.
+TEST(Engine, WithdrawnReceiveTakesNoMessage) {
+  run_ranks(
+      2,
+      [](p2p::Engine& engine, int rank) {
+        int value = rank == 0 ? 42 : -1;
+        if (rank == 0) {
+          int go = 0;
+          auto request = engine.irecv(1, 9, &go, sizeof go);
+          engine.wait(request);
+          request = engine.isend(1, 5, &value, sizeof value);
+          engine.wait(request);
+          return;
+        }
+        int withdrawn = -1;
+        auto request = engine.irecv(0, 5, &withdrawn, sizeof withdrawn);
+        EXPECT_TRUE(engine.withdraw_receive(request));
+        EXPECT_FALSE(engine.withdraw_receive(request)) << "withdrawn twice";
+        int go = 1;
+        auto start = engine.isend(0, 9, &go, sizeof go);
+        engine.wait(start);
+        auto next = engine.irecv(0, 5, &value, sizeof value);
+        engine.wait(next);
+        EXPECT_EQ(value, 42);
+        EXPECT_EQ(withdrawn, -1) << "the withdrawn receive's buffer was written";
+        auto send = engine.isend(1, 6, &go, sizeof go);  // to itself
+        while (!engine.probe(1, 6, p2p::kExactTag)) {
+        }
+        int got = 0;  // the message is here: matched as posted
+        auto matched = engine.irecv(1, 6, &got, sizeof got);
+        EXPECT_FALSE(engine.withdraw_receive(matched));
+        engine.wait(matched);
+        engine.wait(send);
+        EXPECT_FALSE(engine.withdraw_receive(send));
+      },
+      small_eager_settings());
+}
+
 TEST(Engine, TruncationIsAnErrorOnTheReceiverOnly) {
   for (size_t bytes : {size_t{100}, size_t{50000}}) {  // eager and rendezvous
     run_ranks(

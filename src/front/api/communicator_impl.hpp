@@ -301,6 +301,8 @@ class CommunicatorImpl {
   // get, without taking it; peer may be kAnySource and tag kAnyTag.
   std::optional<Received> iprobe(int peer, int tag);
   Received probe(int peer, int tag);
+  std::optional<Message> improbe(int peer, int tag);
+  Message mprobe(int peer, int tag);
 
   // Non-blocking (communicator_nonblocking.cc): start the operation and
   // return it; Progress completes it.
@@ -312,6 +314,8 @@ class CommunicatorImpl {
   RequestRef start_block(Collective op, const coll::Args& args);
   RequestRef start_send(const void* buf, size_t bytes, int peer, int tag, bool synchronous = false);
   RequestRef start_recv(void* buf, size_t bytes, int peer, int tag);
+  // The receive of a message a matched probe took (`message` is spent).
+  RequestRef start_matched_recv(Message& message, void* buf, size_t bytes);
 
   // Collective over this communicator (see Communicator::split). Returns
   // nullptr to ranks that passed a negative color.
@@ -418,8 +422,13 @@ class CommunicatorImpl {
     return engine_peer;
   }
   std::shared_ptr<coll::Scratch> take_scratch();
+  static void finish_receive(p2p::Operation& done);  // on_complete of irecv and imrecv
   void check_no_stray_messages(p2p::CallTag call, bool nonblocking);
-  std::optional<Received> probe_once(const char* what, int peer, int tag);  // under the lock
+  // Under the lock: one look for a message (peer, tag), which `claim`
+  // takes out of the engine's queue (a matched probe) and leaves otherwise.
+  std::optional<Message> probe_once(const char* what, int peer, int tag, bool claim);
+  // probe_once until a message comes, failing as recv does.
+  Message wait_for_message(const char* what, int peer, int tag, bool claim);
   const coll::Algorithm& choose(Collective op, size_t bytes) const;
   const coll::Algorithm& choose_from_table(Collective op, size_t bytes) const;
   void set_members(std::vector<int> engine_ranks, int rank);

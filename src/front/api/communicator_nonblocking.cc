@@ -152,6 +152,23 @@ RequestRef CommunicatorImpl::start_send(const void* buf, size_t bytes, int peer,
   return operation;
 }
 
+// A receive's completion, under the lock: a failure other than truncation
+// (a message larger than the buffer is the receiver's mistake and leaves
+// the engine consistent, as recv) makes the communicator unusable; the
+// source is translated to this communicator's ranks.
+void CommunicatorImpl::finish_receive(p2p::Operation& done) {
+  CommunicatorImpl& self = *static_cast<CommunicatorImpl*>(done.owner);
+  if (done.error) {
+    const bool sticky = done.error->status() != Status::truncated;
+    done.error = Error(done.error->status(), concat(done.name, " on rank ", self.rank_, " failed: ", done.error->what()),
+                       done.error->peer());
+    if (sticky && !self.sticky_error_) self.become_unusable(*done.error);
+    return;
+  }
+  const int source = self.rank_of_engine_rank_[static_cast<size_t>(done.completion.source)];
+  done.received = Received{source, p2p::CallTag::user_tag_of(done.completion.tag), done.completion.bytes};
+}
+
 RequestRef CommunicatorImpl::start_recv(void* buf, size_t bytes, int peer, int tag) {
   std::lock_guard lock(session_->mutex);
   check_usable();
@@ -160,21 +177,7 @@ RequestRef CommunicatorImpl::start_recv(void* buf, size_t bytes, int peer, int t
   const int engine_peer = peer == kAnySource ? p2p::kAnySource : engine_rank_of(peer, "irecv");
   note_call(0, "irecv", engine_peer);
   const p2p::Tag mask = tag == kAnyTag ? p2p::CallTag::kAnyUserTagMask : p2p::kExactTag;
-  // A RequestState.
-  RequestRef operation = make_request_state(*session_, "irecv", [](p2p::Operation& done) {
-    CommunicatorImpl& self = *static_cast<CommunicatorImpl*>(done.owner);
-    if (done.error) {
-      // A message larger than the buffer is the receiver's mistake and
-      // leaves the engine consistent (as recv): not sticky.
-      const bool sticky = done.error->status() != Status::truncated;
-      done.error = Error(done.error->status(), concat("irecv on rank ", self.rank_, " failed: ", done.error->what()),
-                         done.error->peer());
-      if (sticky && !self.sticky_error_) self.become_unusable(*done.error);
-      return;
-    }
-    const int source = self.rank_of_engine_rank_[static_cast<size_t>(done.completion.source)];
-    done.received = Received{source, p2p::CallTag::user_tag_of(done.completion.tag), done.completion.bytes};
-  });
+  RequestRef operation = make_request_state(*session_, "irecv", &CommunicatorImpl::finish_receive);
   operation->owner = this;
   operation->peer = peer;
   operation->tag = tag;
@@ -183,6 +186,23 @@ RequestRef CommunicatorImpl::start_recv(void* buf, size_t bytes, int peer, int t
     operation->request = session_->engine->irecv(
         engine_peer, p2p::CallTag::point_to_point(context_id_, tag == kAnyTag ? 0 : tag), buf, bytes, mask);
   });
+  session_->nonblocking().start_point_to_point(*operation, bytes >= kLargeOperationBytes);
+  return operation;
+}
+
+RequestRef CommunicatorImpl::start_matched_recv(Message& message, void* buf, size_t bytes) {
+  std::lock_guard lock(session_->mutex);
+  check_usable();
+  if (message.id == 0) fail(Status::invalid_argument, "imrecv of an empty message (already received, or none probed)");
+  const Message taken = std::exchange(message, Message{});
+  check_message("imrecv", buf, bytes);
+  note_call(0, "imrecv", engine_rank_of(taken.info.source, "imrecv"));
+  RequestRef operation = make_request_state(*session_, "imrecv", &CommunicatorImpl::finish_receive);
+  operation->owner = this;
+  operation->peer = taken.info.source;
+  operation->tag = taken.info.tag;
+  operation->bytes = bytes;
+  guarded("imrecv", [&] { operation->request = session_->engine->irecv_claimed(taken.id, buf, bytes); });
   session_->nonblocking().start_point_to_point(*operation, bytes >= kLargeOperationBytes);
   return operation;
 }
@@ -244,6 +264,19 @@ void Request::wait() {
     operation.error_reported.store(true);
     throw *operation.error;
   }
+}
+
+bool Request::cancel() {
+  if (!state_ || state_->complete.load(std::memory_order_acquire)) return false;
+  Session& session = *state_->session;
+  {
+    std::lock_guard lock(session.mutex);
+    p2p::Progress* progress = session.operations();
+    if (progress == nullptr || !progress->withdraw_receive(*state_)) return false;
+  }
+  const HeldState held{std::exchange(state_, nullptr)};
+  received_ = Received{};
+  return true;
 }
 
 bool Request::test() {
@@ -405,6 +438,14 @@ Request Communicator::issend(const void* buf, size_t bytes, int peer, int tag) {
 }
 Request Communicator::irecv(void* buf, size_t bytes, int peer, int tag) {
   return Request(impl().start_recv(buf, bytes, peer, tag).release());
+}
+Request Communicator::imrecv(Message& message, void* buf, size_t bytes) {
+  return Request(impl().start_matched_recv(message, buf, bytes).release());
+}
+Received Communicator::mrecv(Message& message, void* buf, size_t bytes) {
+  Request request = imrecv(message, buf, bytes);
+  request.wait();
+  return request.received();
 }
 
 }  // namespace chorus

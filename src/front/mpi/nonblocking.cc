@@ -31,6 +31,28 @@ RequestPtr start_send(const Comm& comm, const void* buf, int count, MPI_Datatype
   return request;
 }
 
+namespace {
+
+// A receive of at most `n` elements of `type` into `buf`, posted by
+// post(memory, capacity): into the user's memory for a contiguous type,
+// else into a staging buffer that is unpacked when the request completes.
+template <class Post>
+RequestPtr post_recv(MPI_Comm comm, void* buf, size_t n, const Datatype& type, Post&& post) {
+  const size_t capacity = packed_bytes(n, type);
+  if (type.contiguous()) return started_request(comm, true, [&] { return post(buf, capacity); });
+  RequestPtr request = new_request(comm);
+  request->receive = true;
+  request->recv_staging().resize(capacity);
+  // The staging object, not the request: MPI_Start moves it into a persistent request.
+  request->finish() = [staged = &request->staging(), buf, type](const chorus::Received& got) {
+    unpack(staged->recv.data(), got.bytes / type.packed_size, type, buf);
+  };
+  request->operation = post(request->recv_staging().data(), capacity);
+  return request;
+}
+
+}  // namespace
+
 RequestPtr start_recv(const Comm& comm, void* buf, int count, MPI_Datatype datatype, int source, int tag) {
   const size_t n = use_count(count, "count");
   const Datatype& type = use_type(datatype, "datatype");
@@ -43,19 +65,18 @@ RequestPtr start_recv(const Comm& comm, void* buf, int count, MPI_Datatype datat
   }
   check_peer(source, comm, true);
   check_buffer(buf, n, "buf");
-  const size_t capacity = packed_bytes(n, type);
-  if (type.contiguous()) {
-    return started_request(comm.handle, true, [&] { return comm.chorus.irecv(buf, capacity, source, tag); });
-  }
-  RequestPtr request = new_request(comm.handle);
-  request->receive = true;
-  request->recv_staging().resize(capacity);
-  // The staging object, not the request: MPI_Start moves it into a persistent request.
-  request->finish() = [staged = &request->staging(), buf, type](const chorus::Received& got) {
-    unpack(staged->recv.data(), got.bytes / type.packed_size, type, buf);
-  };
-  request->operation = comm.chorus.irecv(request->recv_staging().data(), capacity, source, tag);
-  return request;
+  return post_recv(comm.handle, buf, n, type,
+                   [&](void* memory, size_t capacity) { return comm.chorus.irecv(memory, capacity, source, tag); });
+}
+
+RequestPtr start_matched_recv(chorus_mpi_message& message, void* buf, int count, MPI_Datatype datatype) {
+  const size_t n = use_count(count, "count");
+  const Datatype& type = use_type(datatype, "datatype");
+  check_buffer(buf, n, "buf");
+  Comm c = use_comm(message.comm);
+  return post_recv(message.comm, buf, n, type, [&](void* memory, size_t capacity) {
+    return c.chorus.imrecv(message.message, memory, capacity);
+  });
 }
 
 namespace {
@@ -97,6 +118,7 @@ void start_persistent(chorus_mpi_request& request) {
   request.operation = std::move(fresh->operation);
   request.from_proc_null = fresh->from_proc_null;
   request.extra = std::move(fresh->extra);
+  request.cancelled = false;
   request.started = true;
 }
 

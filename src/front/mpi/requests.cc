@@ -65,6 +65,12 @@ MPI_Status* status_at(MPI_Status* statuses, size_t index) {
 // A finished operation (its chorus::Request empty): stages out its data,
 // fills the status and frees the request.
 void settle(chorus_mpi_request& request, MPI_Status* status) {
+  if (request.extra && request.extra->failed) throw *std::exchange(request.extra->failed, std::nullopt);
+  if (request.cancelled) {
+    set_empty_status(status);
+    if (status != MPI_STATUS_IGNORE) status->chorus_cancelled = 1;
+    return;
+  }
   const chorus::Received got = request.operation.received();
   if (request.extra && request.extra->finish) request.extra->finish(got);
   if (request.from_proc_null) {
@@ -459,6 +465,70 @@ int MPI_Request_free(MPI_Request* request) {
     detach(std::move(owned));
     reap_detached();
   });
+}
+
+// MPI-3.1 3.8.4. A receive no message has matched is withdrawn (the wait
+// that completes it reports it cancelled); any other point-to-point
+// request completes as it would have (Open MPI 4.1 cancels no send either):
+// MPI_Test_cancelled then says false. A collective's is refused, as the
+// standard makes it erroneous.
+int MPI_Cancel(MPI_Request* request) {
+  return call("MPI_Cancel", comm_of(1, request), [&] {
+    if (request == nullptr) fail(MPI_ERR_ARG, "null request pointer");
+    if (*request == MPI_REQUEST_NULL) fail(MPI_ERR_REQUEST, "MPI_REQUEST_NULL cannot be cancelled");
+    chorus_mpi_request& r = use_request(*request);
+    if (r.collective) fail(MPI_ERR_REQUEST, "a non-blocking collective's request cannot be cancelled (MPI-3.1 5.12)");
+    if (chorus_mpi_request::inactive(&r)) fail(MPI_ERR_REQUEST, "the persistent request is not active (MPI_Start it first)");
+    reap_detached();
+    if (r.receive && !r.from_proc_null && r.operation.active() && r.operation.cancel()) r.cancelled = true;
+  });
+}
+
+int MPI_Test_cancelled(const MPI_Status* status, int* flag) {
+  return call("MPI_Test_cancelled", MPI_COMM_WORLD, [&] {
+    if (status == nullptr || flag == nullptr) fail(MPI_ERR_ARG, "null status or flag pointer");
+    *flag = status->chorus_cancelled != 0;
+  });
+}
+
+// MPI_Test without freeing the request (MPI-3.1 3.7.6): a finished
+// operation's data is staged out now and its status filled; the request
+// stays, for a wait or test that frees it and gives the same status. A
+// failure is reported here and again by that wait or test.
+int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
+  return call("MPI_Request_get_status", request != MPI_REQUEST_NULL && request->magic == kRequestMagic
+                                            ? request->comm
+                                            : MPI_COMM_WORLD,
+              [&] {
+                if (flag == nullptr) fail(MPI_ERR_ARG, "null flag pointer");
+                *flag = 0;
+                reap_detached();
+                if (request != MPI_REQUEST_NULL) use_request(request);
+                if (chorus_mpi_request::inactive(request)) {
+                  *flag = 1;
+                  return set_empty_status(status);
+                }
+                chorus_mpi_request& r = *request;
+                if (r.extra && r.extra->failed) {
+                  *flag = 1;
+                  throw *r.extra->failed;
+                }
+                bool done = !r.active();
+                if (!done) {
+                  try {
+                    done = test_request(r);
+                  } catch (const chorus::Error& error) {
+                    if (!r.active()) r.staging().failed = error;  // else a request of parts: its next test goes on
+                    *flag = 1;
+                    throw;
+                  }
+                }
+                if (!done) return;
+                *flag = 1;
+                settle(r, status);
+                // Staged out once: the wait that frees it only fills the status.
+                if (r.extra) r.extra->finish = nullptr;
+              });
 }
 
 }  // extern "C"

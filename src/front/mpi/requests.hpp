@@ -26,6 +26,9 @@ namespace chorus::mpi {
 struct RequestStaging {
   Bytes send;
   Bytes recv;
+  // A failure MPI_Request_get_status reported without freeing the request:
+  // the wait or test that completes it reports it again.
+  std::optional<chorus::Error> failed;
   std::function<void(const chorus::Received&)> finish;  // after success, before the status is filled
   // A request of several operations (the non-blocking neighbourhood
   // collectives: a receive and a send per neighbour) has them here and no
@@ -73,6 +76,8 @@ struct chorus_mpi_request {
   bool from_proc_null = false;
   bool blocking = false;      // a blocking call's, never published: its arguments outlive it (run_to_completion)
   bool started = false;       // a persistent request's: between MPI_Start and its completion
+  bool cancelled = false;     // MPI_Cancel withdrew its receive (MPI_Test_cancelled)
+  bool collective = false;    // a collective's, which MPI_Cancel refuses (MPI-3.1 5.12)
   chorus::Request operation;  // empty once finished (or from the start: MPI_PROC_NULL)
   MPI_Comm comm;              // whose error handler reports its failure
   std::unique_ptr<chorus::mpi::RequestStaging> extra;  // null until staging() is first called
@@ -104,9 +109,18 @@ struct chorus_mpi_request {
 };
 static_assert(sizeof(chorus_mpi_request) <= 64, "a contiguous point-to-point request fits one cache line");
 
+// What MPI_Message names: a message a matched probe took, to be received
+// by MPI_Mrecv/MPI_Imrecv on its communicator.
+struct chorus_mpi_message {
+  uint32_t magic;
+  MPI_Comm comm;
+  chorus::Message message;
+};
+
 namespace chorus::mpi {
 
 inline constexpr uint32_t kRequestMagic = 0x72657173;  // "reqs"
+inline constexpr uint32_t kMessageMagic = 0x6d736773;  // "msgs"
 
 using RequestPtr = std::unique_ptr<chorus_mpi_request>;
 
@@ -151,6 +165,9 @@ RequestPtr start_buffered_send(const Comm& comm, const void* buf, size_t count, 
 // Waits for every buffered send still in flight (MPI_Finalize).
 void flush_buffered_sends();
 RequestPtr start_recv(const Comm& comm, void* buf, int count, MPI_Datatype datatype, int source, int tag);
+// The receive of a matched message (MPI_Mrecv, MPI_Imrecv); its
+// chorus::Message is spent once the receive is posted (its id 0).
+RequestPtr start_matched_recv(chorus_mpi_message& message, void* buf, int count, MPI_Datatype datatype);
 // Waits for a request that was never published (MPI_Sendrecv).
 void wait_unpublished(chorus_mpi_request& request, MPI_Status* status);
 // A request given up while some of its parts are outstanding (a start that
@@ -212,6 +229,7 @@ template <class Start>
 void run_to_completion(MPI_Comm comm, Start&& start) {
   RequestPtr request = new_request(comm);
   request->blocking = true;
+  request->collective = true;
   try {
     start(*request);
   } catch (...) {
@@ -229,6 +247,7 @@ int start_collective(const char* function, MPI_Comm comm, MPI_Request* request, 
     check_request_output(request);
     Comm c = use_comm(comm);
     RequestPtr started = new_request(comm);
+    started->collective = true;
     try {
       body(c, *started);
     } catch (...) {

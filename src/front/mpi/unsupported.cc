@@ -11,29 +11,6 @@ using chorus::mpi::unsupported;
 
 extern "C" {
 
-// --- Point-to-point
-int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
-  return unsupported("MPI_Request_get_status", MPI_COMM_WORLD);
-}
-int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
-  return unsupported("MPI_Mprobe", comm);
-}
-int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* status) {
-  return unsupported("MPI_Improbe", comm);
-}
-int MPI_Mrecv(void* buf, int count, MPI_Datatype datatype, MPI_Message* message, MPI_Status* status) {
-  return unsupported("MPI_Mrecv", MPI_COMM_WORLD);
-}
-int MPI_Imrecv(void* buf, int count, MPI_Datatype datatype, MPI_Message* message, MPI_Request* request) {
-  return unsupported("MPI_Imrecv", MPI_COMM_WORLD);
-}
-int MPI_Cancel(MPI_Request* request) {
-  return unsupported("MPI_Cancel", MPI_COMM_WORLD);
-}
-int MPI_Test_cancelled(const MPI_Status* status, int* flag) {
-  return unsupported("MPI_Test_cancelled", MPI_COMM_WORLD);
-}
-
 // --- Groups and communicators
 // --- Intercommunicators (docs/mpi.md, "MPI-3.1 status by family")
 int MPI_Comm_remote_size(MPI_Comm comm, int* size) {
