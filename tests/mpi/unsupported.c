@@ -32,8 +32,6 @@ static void call_every_declared_only_function(void) {
   expect_unsupported("MPI_Comm_remote_group", MPI_Comm_remote_group(MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Intercomm_create", MPI_Intercomm_create(MPI_COMM_WORLD, 0, MPI_COMM_WORLD, 0, 0, NULL));
   expect_unsupported("MPI_Intercomm_merge", MPI_Intercomm_merge(MPI_COMM_WORLD, 0, NULL));
-  expect_unsupported("MPI_Comm_create_errhandler", MPI_Comm_create_errhandler(NULL, NULL));
-  expect_unsupported("MPI_Comm_call_errhandler", MPI_Comm_call_errhandler(MPI_COMM_WORLD, 0));
   expect_unsupported("MPI_Win_create", MPI_Win_create(NULL, 0, 0, MPI_INFO_NULL, MPI_COMM_WORLD, NULL));
   expect_unsupported("MPI_Win_allocate", MPI_Win_allocate(0, 0, MPI_INFO_NULL, MPI_COMM_WORLD, NULL, NULL));
   expect_unsupported("MPI_Win_allocate_shared", MPI_Win_allocate_shared(0, 0, MPI_INFO_NULL, MPI_COMM_WORLD, NULL, NULL));

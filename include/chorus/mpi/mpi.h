@@ -322,6 +322,8 @@ int MPI_Error_string(int errorcode, char* string, int* resultlen);
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
 int MPI_Errhandler_free(MPI_Errhandler* errhandler);
+int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* comm_errhandler_fn, MPI_Errhandler* errhandler);
+int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode);
 
 /* Communicators. */
 int MPI_Comm_rank(MPI_Comm comm, int* rank);
@@ -649,10 +651,6 @@ int MPI_Comm_remote_group(MPI_Comm comm, MPI_Group* group);
 int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag,
                          MPI_Comm* newintercomm);
 int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newintracomm);
-
-/* Error handlers */
-int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* comm_errhandler_fn, MPI_Errhandler* errhandler);
-int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode);
 
 
 /* One-sided (RMA) */

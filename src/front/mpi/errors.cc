@@ -170,6 +170,15 @@ int raise(MPI_Comm comm, int error_class, const std::string& message) {
   raised.fetch_add(1);
   const MPI_Comm target = valid_comm(comm) ? comm : MPI_COMM_WORLD;
   const int code = make_code(error_class, message);
+  if (target->errhandler != nullptr && target->errhandler->function != nullptr) {
+    // MPI-3.1 8.3.1: the handler gets the communicator and the code, and
+    // the call returns the code once it returns. The handler's arguments
+    // are copies: what it writes to them changes nothing (as Open MPI).
+    MPI_Comm handle = target;
+    int passed = code;
+    target->errhandler->function(&handle, &passed);
+    return code;
+  }
   if (target->errhandler == nullptr || target->errhandler->fatal) {
     const char* comm_name = target->predefined ? target->name : "a communicator";
     const int rank = world_rank();
@@ -228,11 +237,44 @@ int MPI_Error_string(int errorcode, char* string, int* resultlen) {
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
   return call("MPI_Comm_set_errhandler", comm, [&] {
     use_comm(comm);
-    if (errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN) {
-      fail(MPI_ERR_ARG, "only MPI_ERRORS_ARE_FATAL and MPI_ERRORS_RETURN are supported");
-    }
+    if (errhandler == MPI_ERRHANDLER_NULL) fail(MPI_ERR_ARG, "MPI_ERRHANDLER_NULL is not an error handler");
     comm->errhandler = errhandler;
   });
+}
+
+int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* comm_errhandler_fn, MPI_Errhandler* errhandler) {
+  return call("MPI_Comm_create_errhandler", MPI_COMM_WORLD, [&] {
+    if (comm_errhandler_fn == nullptr || errhandler == nullptr) fail(MPI_ERR_ARG, "null function or errhandler");
+    *errhandler = new chorus_mpi_errhandler{false, "a user error handler", comm_errhandler_fn};
+  });
+}
+
+// MPI-3.1 8.3.4: the communicator's handler, as an error of `errorcode`
+// would call it; MPI_SUCCESS once it has returned.
+int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode) {
+  const int code = call("MPI_Comm_call_errhandler", comm, [&] { use_comm(comm); });
+  if (code != MPI_SUCCESS) return code;
+  const MPI_Errhandler handler = comm->errhandler;
+  if (handler != nullptr && handler->function != nullptr) {
+    MPI_Comm handle = comm;
+    int passed = errorcode;
+    handler->function(&handle, &passed);
+    return MPI_SUCCESS;
+  }
+  if (handler == nullptr || handler->fatal) {
+    int length = 0;
+    char text[MPI_MAX_ERROR_STRING] = "";
+    const std::string what = MPI_Error_string(errorcode, text, &length) == MPI_SUCCESS
+                                 ? std::string(text, static_cast<size_t>(length))
+                                 : concat("error code ", errorcode);
+    const int rank = world_rank();
+    terminate_process(concat("chorus MPI: MPI_Comm_call_errhandler: ", what, "\n",
+                             "chorus MPI: MPI_ERRORS_ARE_FATAL on ", comm->predefined ? comm->name : "a communicator",
+                             ": rank ", rank < 0 ? std::string("?") : std::to_string(rank),
+                             " is terminating the job, as MPI_Abort would"),
+                      errorcode > 0 && errorcode < 256 ? errorcode : 1);
+  }
+  return MPI_SUCCESS;
 }
 
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {

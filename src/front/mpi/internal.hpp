@@ -26,9 +26,13 @@
 
 // ---- objects behind the handles (the header declares them incomplete) ----
 
+// The two predefined handlers, or one MPI_Comm_create_errhandler made
+// (`function`). A user's is never freed: a communicator may keep using it
+// after MPI_Errhandler_free, and it is a few bytes.
 struct chorus_mpi_errhandler {
   bool fatal;
   const char* name;
+  MPI_Comm_errhandler_function* function = nullptr;
 };
 
 // An ordered set of processes, as their ranks in MPI_COMM_WORLD.

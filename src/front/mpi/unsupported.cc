@@ -26,13 +26,6 @@ int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_co
 int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newintracomm) {
   return unsupported("MPI_Intercomm_merge", intercomm);
 }
-int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* comm_errhandler_fn, MPI_Errhandler* errhandler) {
-  return unsupported("MPI_Comm_create_errhandler", MPI_COMM_WORLD);
-}
-int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode) {
-  return unsupported("MPI_Comm_call_errhandler", comm);
-}
-
 
 // --- One-sided (RMA)
 int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win* win) {
