@@ -33,7 +33,11 @@ using chorus::Collective;
 using chorus::Communicator;
 using chorus::DataType;
 using chorus::ReduceOp;
+using chorus::Message;
+using chorus::Received;
 using chorus::Request;
+using chorus::Status;
+using chorus::kAnySource;
 
 int g_checks = 0;
 int g_failed = 0;
@@ -529,11 +533,76 @@ void detached_receives(Communicator& world, std::vector<int64_t>& small, std::ve
   world.barrier();
 }
 
+// Matched probes take their message (eager and rendezvous), which only
+// their imrecv/mrecv gets; a receive nothing matched is withdrawn by
+// cancel() and the message sent later reaches the next receive; a receive
+// whose message came, and a send, are not withdrawn (docs/api.md).
+void matched_probes_and_cancel(Communicator& world) {
+  const int left = (world.rank() + world.size() - 1) % world.size();
+  const int right = (world.rank() + 1) % world.size();
+  const std::vector<int64_t> small(8, world.rank() + 1), large(50000, world.rank() + 1);  // eager, rendezvous
+  const int64_t from_left = left + 1;
+  Request sends[3] = {world.isend(small.data(), small.size() * sizeof(int64_t), right, 90),
+                      world.isend(large.data(), large.size() * sizeof(int64_t), right, 90),
+                      world.isend(small.data(), sizeof(int64_t), right, 91)};
+  Message first = world.mprobe(left, 90);
+  check(first.info.source == left && first.info.tag == 90 && first.info.bytes == small.size() * sizeof(int64_t),
+        "mprobe took the first message");
+  std::optional<Message> second;
+  while (!second) second = world.improbe(kAnySource, 90);
+  check(second->info.source == left && second->info.bytes == large.size() * sizeof(int64_t),
+        "improbe took the second message");
+  int64_t other = 0;
+  const Received got_other = world.recv(&other, sizeof other, left, 91);
+  check(got_other.tag == 91 && other == from_left, "a receive after the matched probes");
+  std::vector<int64_t> large_in(large.size(), -1), small_in(small.size(), -1);
+  const Received got_large = world.mrecv(*second, large_in.data(), large_in.size() * sizeof(int64_t));
+  check(second->id == 0 && got_large.source == left && got_large.bytes == large.size() * sizeof(int64_t) &&
+            std::all_of(large_in.begin(), large_in.end(), [&](int64_t v) { return v == from_left; }),
+        "mrecv of a rendezvous message");
+  Request small_recv = world.imrecv(first, small_in.data(), small_in.size() * sizeof(int64_t));
+  small_recv.wait();
+  check(first.id == 0 && small_recv.received().bytes == small.size() * sizeof(int64_t) &&
+            std::all_of(small_in.begin(), small_in.end(), [&](int64_t v) { return v == from_left; }),
+        "imrecv of an eager message");
+  bool spent = false;
+  try {
+    (void)world.imrecv(first, small_in.data(), small_in.size() * sizeof(int64_t));
+  } catch (const chorus::Error& e) {
+    spent = e.status() == Status::invalid_argument;
+  }
+  check(spent, "a spent message is refused");
+  wait_all(sends);
+
+  int64_t withdrawn = -1;
+  Request unmatched = world.irecv(&withdrawn, sizeof withdrawn, left, 92);
+  check(unmatched.cancel() && !unmatched.active() && unmatched.received().source == -1,
+        "cancel withdrew a receive nothing matched");
+  world.barrier();
+  const int64_t mine = world.rank() + 1;
+  Request late = world.isend(&mine, sizeof mine, right, 92);
+  int64_t next = -1;
+  world.recv(&next, sizeof next, left, 92);
+  late.wait();
+  check(next == from_left && withdrawn == -1, "the message after a cancel reached the next receive");
+
+  int64_t arrived = -1, after = -1;
+  Request matched = world.irecv(&arrived, sizeof arrived, left, 93);
+  Request both[2] = {world.isend(&mine, sizeof mine, right, 93), world.isend(&mine, sizeof mine, right, 94)};
+  world.recv(&after, sizeof after, left, 94);  // so 93, sent before it, has matched
+  check(!matched.cancel() && !both[0].cancel(), "cancel leaves a matched receive and a send alone");
+  matched.wait();
+  wait_all(both);
+  check(arrived == from_left && after == from_left, "a receive cancel refused completed");
+  world.barrier();
+}
+
 void usage() {
   std::printf(
       "Usage: chorusrun -n N chorus-nonblocking [--rounds R] [--compute-ms MS] [--no-thread-check]\n\n"
       "Posts 73 non-blocking operations of every kind per round on two communicators,\n"
-      "waits for them in reverse, random and wait_any order, and verifies every element.\n"
+      "waits for them in reverse, random and wait_any order, and verifies every element;\n"
+      "then matched probes and cancelled receives.\n"
       "  --rounds R          rounds of each wait order (default 1)\n"
       "  --operations K      operations per round besides the 8 MiB allreduce (default 72)\n"
       "  --compute-ms MS     how long the application computes without chorus calls while\n"
@@ -581,6 +650,7 @@ int main(int argc, char** argv) {
     detached_request(world, detached);
     std::vector<int64_t> small(8, -1), large(50000, -1);  // 400 KB: a rendezvous on every transport
     detached_receives(world, small, large);
+    matched_probes_and_cancel(world);
     const int size = world.size();
     const int64_t from_left = (world.rank() + size - 1) % size + 1;
     dup.finalize();

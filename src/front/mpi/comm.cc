@@ -52,6 +52,7 @@ MPI_Comm make_comm(chorus::Communicator communicator, MPI_Errhandler errhandler,
   const int rank = chorus_comm->rank(), size = chorus_comm->size();
   auto* comm = new chorus_mpi_comm{kCommMagic, chorus_comm.release(), internal.release(), errhandler, nullptr, false,
                                    std::move(world_ranks), {}, rank, size};
+  retain_errhandler(errhandler);
   register_comm(comm);
   return comm;
 }
@@ -61,6 +62,7 @@ void destroy_comm(MPI_Comm comm) {
   unregister_comm(comm);
   delete comm->internal;
   delete comm->chorus;
+  release_errhandler(comm->errhandler);
   comm->magic = 0;
   delete comm;
 }

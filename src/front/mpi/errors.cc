@@ -191,6 +191,16 @@ int raise(MPI_Comm comm, int error_class, const std::string& message) {
   return code;
 }
 
+void retain_errhandler(MPI_Errhandler errhandler) {
+  if (errhandler != nullptr && errhandler->function != nullptr) errhandler->references.fetch_add(1);
+}
+
+void release_errhandler(MPI_Errhandler errhandler) {
+  if (errhandler != nullptr && errhandler->function != nullptr && errhandler->references.fetch_sub(1) == 1) {
+    delete errhandler;
+  }
+}
+
 int unsupported(const char* function, MPI_Comm comm) {
   return raise(comm, MPI_ERR_UNSUPPORTED_OPERATION,
                concat(function, " is not supported by the chorus MPI subset (declared only; see docs/mpi.md)"));
@@ -238,7 +248,8 @@ int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
   return call("MPI_Comm_set_errhandler", comm, [&] {
     use_comm(comm);
     if (errhandler == MPI_ERRHANDLER_NULL) fail(MPI_ERR_ARG, "MPI_ERRHANDLER_NULL is not an error handler");
-    comm->errhandler = errhandler;
+    retain_errhandler(errhandler);
+    release_errhandler(std::exchange(comm->errhandler, errhandler));
   });
 }
 
@@ -281,6 +292,7 @@ int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {
   return call("MPI_Comm_get_errhandler", comm, [&] {
     use_comm(comm);
     if (errhandler == nullptr) fail(MPI_ERR_ARG, "null errhandler");
+    retain_errhandler(comm->errhandler);  // the caller's, to MPI_Errhandler_free
     *errhandler = comm->errhandler;
   });
 }
@@ -288,7 +300,8 @@ int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {
 int MPI_Errhandler_free(MPI_Errhandler* errhandler) {
   return call("MPI_Errhandler_free", MPI_COMM_WORLD, [&] {
     if (errhandler == nullptr || *errhandler == MPI_ERRHANDLER_NULL) fail(MPI_ERR_ARG, "null errhandler");
-    *errhandler = MPI_ERRHANDLER_NULL;  // the predefined handlers themselves live on
+    // A communicator that uses it keeps it; the predefined handlers live on.
+    release_errhandler(std::exchange(*errhandler, MPI_ERRHANDLER_NULL));
   });
 }
 

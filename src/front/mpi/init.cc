@@ -104,6 +104,7 @@ void finalize() {
   const std::optional<std::string> detached_error = settle_detached_requests();
   for (MPI_Comm comm : s.user_comms) {
     release(comm);
+    release_errhandler(comm->errhandler);
     comm->magic = 0;
     delete comm;
   }

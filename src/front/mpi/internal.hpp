@@ -22,17 +22,21 @@
 #include <sstream>
 #include <string>
 #include <utility>
+#include <atomic>
 #include <vector>
 
 // ---- objects behind the handles (the header declares them incomplete) ----
 
 // The two predefined handlers, or one MPI_Comm_create_errhandler made
-// (`function`). A user's is never freed: a communicator may keep using it
-// after MPI_Errhandler_free, and it is a few bytes.
+// (`function`). A user's counts its owners (its handle until
+// MPI_Errhandler_free, each communicator that uses it, each handle
+// MPI_Comm_get_errhandler gave) and goes with the last
+// (retain_errhandler / release_errhandler); the predefined ones count nothing.
 struct chorus_mpi_errhandler {
   bool fatal;
   const char* name;
   MPI_Comm_errhandler_function* function = nullptr;
+  std::atomic<int> references{1};
 };
 
 // An ordered set of processes, as their ranks in MPI_COMM_WORLD.
@@ -225,6 +229,10 @@ int call(const char* function, MPI_Comm comm, Body&& body) {
     return raise(comm, MPI_ERR_INTERN, concat(function, ": internal error: ", error.what()));
   }
 }
+
+// Another owner of a user's error handler; one owner fewer (the last frees it).
+void retain_errhandler(MPI_Errhandler errhandler);
+void release_errhandler(MPI_Errhandler errhandler);
 
 // The error every declared-only function returns.
 int unsupported(const char* function, MPI_Comm comm);

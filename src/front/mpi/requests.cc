@@ -518,7 +518,9 @@ int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
                   try {
                     done = test_request(r);
                   } catch (const chorus::Error& error) {
-                    if (!r.active()) r.staging().failed = error;  // else a request of parts: its next test goes on
+                    // Kept for the wait or test that frees it (a request of
+                    // parts waits for the others first).
+                    r.staging().failed = error;
                     *flag = 1;
                     throw;
                   }
