@@ -24,17 +24,6 @@ static void record(MPI_Comm* comm, int* code, ...) {
   if (replace_code) *code = MPI_ERR_OTHER;
 }
 
-static const char* class_name(int error_class) {
-  switch (error_class) {
-    case MPI_SUCCESS: return "MPI_SUCCESS";
-    case MPI_ERR_RANK: return "MPI_ERR_RANK";
-    case MPI_ERR_COUNT: return "MPI_ERR_COUNT";
-    case MPI_ERR_TAG: return "MPI_ERR_TAG";
-    case MPI_ERR_OTHER: return "MPI_ERR_OTHER";
-    default: return "another class";
-  }
-}
-
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -55,9 +44,9 @@ int main(int argc, char** argv) {
   int returned_class = -1;
   MPI_Error_class(code, &returned_class);
   expect(calls == 1 && last_comm == MPI_COMM_WORLD && last_code == code && last_class == MPI_ERR_RANK,
-         "send to rank %d: %d calls, class %s", size + 3, calls, class_name(last_class));
+         "send to rank %d: %d calls, class %s", size + 3, calls, report_class_name(last_class));
   say("send to a rank out of range: handler called %d time(s) on MPI_COMM_WORLD with %s, the call returned %s", calls,
-      class_name(last_class), class_name(returned_class));
+      report_class_name(last_class), report_class_name(returned_class));
 
   /* The handler's code is its own copy: overwriting it changes nothing. */
   replace_code = 1;
@@ -65,9 +54,9 @@ int main(int argc, char** argv) {
   replace_code = 0;
   MPI_Error_class(code, &returned_class);
   expect(calls == 2 && last_class == MPI_ERR_COUNT && returned_class == MPI_ERR_COUNT,
-         "replaced code: %d calls, saw %s, returned %s", calls, class_name(last_class), class_name(returned_class));
-  say("negative count: handler saw %s, overwrote it, the call returned %s", class_name(last_class),
-      class_name(returned_class));
+         "replaced code: %d calls, saw %s, returned %s", calls, report_class_name(last_class), report_class_name(returned_class));
+  say("negative count: handler saw %s, overwrote it, the call returned %s", report_class_name(last_class),
+      report_class_name(returned_class));
 
   /* Inherited by dup and split, which pass their own communicator. */
   MPI_Comm dup, split;
@@ -75,13 +64,13 @@ int main(int argc, char** argv) {
   MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &split);
   MPI_Send(&value, 1, MPI_INT, 0, -5, dup);
   expect(calls == 3 && last_comm == dup && last_class == MPI_ERR_TAG, "dup: %d calls, comm %s, %s", calls,
-         last_comm == dup ? "the dup" : "another", class_name(last_class));
+         last_comm == dup ? "the dup" : "another", report_class_name(last_class));
   int split_size = 0;
   MPI_Comm_size(split, &split_size);
   MPI_Send(&value, 1, MPI_INT, split_size, 0, split);
   expect(calls == 4 && last_comm == split && last_class == MPI_ERR_RANK, "split: %d calls, comm %s, %s", calls,
-         last_comm == split ? "the split" : "another", class_name(last_class));
-  say("dup and split inherit it: %s on the dup, %s on the split", "MPI_ERR_TAG", class_name(last_class));
+         last_comm == split ? "the split" : "another", report_class_name(last_class));
+  say("dup and split inherit it: %s on the dup, %s on the split", "MPI_ERR_TAG", report_class_name(last_class));
   MPI_Comm_free(&dup);
   MPI_Comm_free(&split);
 
@@ -91,8 +80,8 @@ int main(int argc, char** argv) {
   code = MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_OTHER);
   expect(code == MPI_SUCCESS && calls == 5 && last_code == MPI_ERR_OTHER && last_comm == MPI_COMM_WORLD,
          "call_errhandler: returned %d, %d calls, code %d", code, calls, last_code);
-  say("call_errhandler after errhandler_free: handler called with %s, returned %s", class_name(last_class),
-      class_name(code));
+  say("call_errhandler after errhandler_free: handler called with %s, returned %s", report_class_name(last_class),
+      report_class_name(code));
 
   /* MPI_ERRORS_RETURN calls nothing. */
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -101,8 +90,8 @@ int main(int argc, char** argv) {
          calls);
   code = MPI_Send(&value, 1, MPI_INT, size + 3, 0, MPI_COMM_WORLD);
   MPI_Error_class(code, &returned_class);
-  expect(returned_class == MPI_ERR_RANK && calls == 5, "errors_return: %s, %d calls", class_name(returned_class), calls);
-  say("MPI_ERRORS_RETURN again: no handler call, the send returned %s", class_name(returned_class));
+  expect(returned_class == MPI_ERR_RANK && calls == 5, "errors_return: %s, %d calls", report_class_name(returned_class), calls);
+  say("MPI_ERRORS_RETURN again: no handler call, the send returned %s", report_class_name(returned_class));
 
   const int failures = report_finish(MPI_COMM_WORLD);
   MPI_Finalize();

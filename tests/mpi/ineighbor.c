@@ -35,18 +35,6 @@ struct Neighbourhood {
   int one_rank_both_ways[kMaxNeighbours]; /* a periodic dimension of extent 1 or 2 */
 };
 
-static const char* class_name(int code) {
-  int error_class = code;
-  MPI_Error_class(code, &error_class);
-  switch (error_class) {
-    case MPI_SUCCESS: return "MPI_SUCCESS";
-    case MPI_ERR_TRUNCATE: return "MPI_ERR_TRUNCATE";
-    case MPI_ERR_TOPOLOGY: return "MPI_ERR_TOPOLOGY";
-    case MPI_ERR_IN_STATUS: return "MPI_ERR_IN_STATUS";
-    default: return "another error";
-  }
-}
-
 /* Values each sender puts in its blocks (destination index j). */
 static int gather_value(int who, int i) { return who * 10 + i; }
 static int block_value(int who, int j, int i) { return who * 100 + j * 10 + i; }
@@ -114,7 +102,7 @@ static void start_all(struct Buffers* b, const struct Neighbourhood* n, MPI_Requ
   }
   codes[4] = MPI_Ineighbor_alltoallw(b->wsent, wscounts, wsdispls, wstypes, b->wgot, wrcounts, wrdispls, wrtypes,
                                      n->comm, &requests[4]);
-  for (int i = 0; i < 5; ++i) expect(codes[i] == MPI_SUCCESS, "%s: start %d: %s", n->label, i, class_name(codes[i]));
+  for (int i = 0; i < 5; ++i) expect(codes[i] == MPI_SUCCESS, "%s: start %d: %s", n->label, i, report_class_name(codes[i]));
 }
 
 /* Completes the five requests the way round `round` does. */
@@ -147,7 +135,7 @@ static void complete_all(MPI_Request requests[5], int round, const char* label) 
   } else {
     for (int i = 4; i >= 0 && code == MPI_SUCCESS; --i) code = MPI_Wait(&requests[i], MPI_STATUS_IGNORE);
   }
-  expect(code == MPI_SUCCESS, "%s: round %d completion: %s", label, round, class_name(code));
+  expect(code == MPI_SUCCESS, "%s: round %d completion: %s", label, round, report_class_name(code));
   for (int i = 0; i < 5; ++i) expect(requests[i] == MPI_REQUEST_NULL, "%s: round %d request %d left", label, round, i);
 }
 
@@ -215,16 +203,16 @@ static void short_block(const struct Neighbourhood* n) {
   MPI_Request request;
   int code = MPI_Ineighbor_alltoallv(sent, scounts, sdispls, MPI_INT, got, rcounts, rdispls, MPI_INT, n->comm,
                                      &request);
-  expect(code == MPI_SUCCESS, "%s: short block start: %s", n->label, class_name(code));
+  expect(code == MPI_SUCCESS, "%s: short block start: %s", n->label, report_class_name(code));
   code = MPI_Wait(&request, MPI_STATUS_IGNORE);
   int real_sources = 0;
   for (int k = 0; k < n->in_n; ++k) real_sources += n->in[k] != MPI_PROC_NULL;
 #ifdef CHORUS_MPI
-  const int refused = strcmp(class_name(code), "MPI_ERR_TRUNCATE") == 0;
+  const int refused = strcmp(report_class_name(code), "MPI_ERR_TRUNCATE") == 0;
 #else
   const int refused = 1;
 #endif
-  expect(real_sources == 0 ? code == MPI_SUCCESS : refused, "%s: short block: %s", n->label, class_name(code));
+  expect(real_sources == 0 ? code == MPI_SUCCESS : refused, "%s: short block: %s", n->label, report_class_name(code));
   expect(request == MPI_REQUEST_NULL, "%s: short block left its request", n->label);
   MPI_Barrier(n->comm);
 }

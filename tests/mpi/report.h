@@ -43,6 +43,27 @@ static void report_vappend(const char* prefix, const char* format, va_list args)
   }
 }
 
+/* The name of the error class of `code` (an error code, or a class), for
+ * printing: both MPIs print the same names. */
+static inline const char* report_class_name(int code) {
+  int error_class = code;
+  if (MPI_Error_class(code, &error_class) != MPI_SUCCESS) return "(MPI_Error_class failed)";
+  switch (error_class) {
+#define REPORT_CLASS(name) \
+  case name:               \
+    return #name;
+    REPORT_CLASS(MPI_SUCCESS) REPORT_CLASS(MPI_ERR_BUFFER) REPORT_CLASS(MPI_ERR_COUNT) REPORT_CLASS(MPI_ERR_TYPE)
+    REPORT_CLASS(MPI_ERR_TAG) REPORT_CLASS(MPI_ERR_COMM) REPORT_CLASS(MPI_ERR_RANK) REPORT_CLASS(MPI_ERR_REQUEST)
+    REPORT_CLASS(MPI_ERR_ROOT) REPORT_CLASS(MPI_ERR_GROUP) REPORT_CLASS(MPI_ERR_OP) REPORT_CLASS(MPI_ERR_TOPOLOGY)
+    REPORT_CLASS(MPI_ERR_DIMS) REPORT_CLASS(MPI_ERR_ARG) REPORT_CLASS(MPI_ERR_UNKNOWN) REPORT_CLASS(MPI_ERR_TRUNCATE)
+    REPORT_CLASS(MPI_ERR_OTHER) REPORT_CLASS(MPI_ERR_INTERN) REPORT_CLASS(MPI_ERR_IN_STATUS)
+    REPORT_CLASS(MPI_ERR_PENDING) REPORT_CLASS(MPI_ERR_KEYVAL) REPORT_CLASS(MPI_ERR_NO_MEM)
+    REPORT_CLASS(MPI_ERR_UNSUPPORTED_OPERATION)
+#undef REPORT_CLASS
+    default: return "another error class";
+  }
+}
+
 /* Records one output line of this rank. */
 static void say(const char* format, ...) REPORT_PRINTF(1, 2);
 static void say(const char* format, ...) {

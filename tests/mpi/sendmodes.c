@@ -15,16 +15,6 @@
 
 static int rank, size;
 
-static const char* class_name(int code) {
-  int error_class = code;
-  MPI_Error_class(code, &error_class);
-  switch (error_class) {
-    case MPI_SUCCESS: return "MPI_SUCCESS";
-    case MPI_ERR_BUFFER: return "MPI_ERR_BUFFER";
-    default: return "another error";
-  }
-}
-
 /* Rank 0 to the last rank: the synchronous send must wait for the receive. */
 static void synchronous_waits(int count) {
   const int last = size - 1;
@@ -73,7 +63,7 @@ static void synchronous_ring(void) {
     MPI_Recv(in, 1, strided, left, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     code = MPI_Ssend(out, 1, strided, right, 6, MPI_COMM_WORLD);
   }
-  expect(code == MPI_SUCCESS, "ssend: %s", class_name(code));
+  expect(code == MPI_SUCCESS, "ssend: %s", report_class_name(code));
   expect(in[0] == left && in[2] == left + 10 && in[4] == left + 20 && in[1] == -7 && in[3] == -7,
          "ssend ring: got %d %d %d %d %d", in[0], in[1], in[2], in[3], in[4]);
   say("ssend ring: rank %d got %d,%d,%d from %d", rank, in[0], in[2], in[4], left);
@@ -102,7 +92,7 @@ static void buffered(void) {
   const int bytes = messages * (pack_size + MPI_BSEND_OVERHEAD);
   char* buffer = malloc((size_t)bytes);
   int code = MPI_Buffer_attach(buffer, bytes);
-  expect(code == MPI_SUCCESS, "buffer_attach: %s", class_name(code));
+  expect(code == MPI_SUCCESS, "buffer_attach: %s", report_class_name(code));
   int* data = malloc(sizeof(int) * count);
   if (rank == 0) {
     /* Three messages fill the buffer, each sent before any receive is posted. */
@@ -123,7 +113,7 @@ static void buffered(void) {
         code = MPI_Wait(&request, MPI_STATUS_IGNORE);
         MPI_Request_free(&request);
       }
-      expect(code == MPI_SUCCESS, "buffered message %d: %s", m, class_name(code));
+      expect(code == MPI_SUCCESS, "buffered message %d: %s", m, report_class_name(code));
       for (int i = 0; i < count; ++i) data[i] = -1; /* the copy went; the buffer is ours again */
     }
     /* One larger than the whole buffer does not fit: chorus refuses it with
@@ -136,11 +126,11 @@ static void buffered(void) {
     for (int i = 0; i < 100000; ++i) large[i] = i;
     code = MPI_Bsend(large, 100000, MPI_INT, last, 9, MPI_COMM_WORLD);
     free(large);
-    const int too_large_refused = strcmp(class_name(code), "MPI_ERR_BUFFER") == 0;
+    const int too_large_refused = strcmp(report_class_name(code), "MPI_ERR_BUFFER") == 0;
 #else
     const int too_large_refused = 1;
 #endif
-    expect(too_large_refused, "a buffered message larger than the attached buffer: %s", class_name(code));
+    expect(too_large_refused, "a buffered message larger than the attached buffer: %s", report_class_name(code));
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == last) {
@@ -165,15 +155,15 @@ static void buffered(void) {
   if (rank == 0) {
 #ifdef CHORUS_MPI
     code = MPI_Bsend(data, 1, MPI_INT, last, 10, MPI_COMM_WORLD);
-    const int refused = strcmp(class_name(code), "MPI_ERR_BUFFER") == 0;
+    const int refused = strcmp(report_class_name(code), "MPI_ERR_BUFFER") == 0;
 #else
     const int refused = 1;
 #endif
-    expect(refused, "bsend without a buffer: %s", class_name(code));
+    expect(refused, "bsend without a buffer: %s", report_class_name(code));
   }
   /* To MPI_PROC_NULL nothing is buffered. */
   code = MPI_Bsend(data, count, MPI_INT, MPI_PROC_NULL, 11, MPI_COMM_WORLD);
-  expect(code == MPI_SUCCESS, "bsend to MPI_PROC_NULL: %s", class_name(code));
+  expect(code == MPI_SUCCESS, "bsend to MPI_PROC_NULL: %s", report_class_name(code));
   free(data);
   free(buffer);
 }

@@ -14,20 +14,6 @@
 
 static int world_rank, world_size;
 
-static const char* class_name(int code) {
-  int error_class = -1;
-  if (code == MPI_SUCCESS) return "MPI_SUCCESS";
-  MPI_Error_class(code, &error_class);
-  switch (error_class) {
-    case MPI_ERR_ARG: return "MPI_ERR_ARG";
-    case MPI_ERR_DIMS: return "MPI_ERR_DIMS";
-    case MPI_ERR_TOPOLOGY: return "MPI_ERR_TOPOLOGY";
-    case MPI_ERR_RANK: return "MPI_ERR_RANK";
-    case MPI_ERR_COMM: return "MPI_ERR_COMM";
-    default: return "another error class";
-  }
-}
-
 static void dims_create(void) {
   if (world_rank != 0) return;
   char line[256];
@@ -71,7 +57,7 @@ static void dims_create(void) {
   int bad[2] = {3, 0};
   const int code = MPI_Dims_create(10, 2, bad);
   expect(code != MPI_SUCCESS, "dims_create(10, {3, 0}) must fail");
-  say("dims_create(10, {3,0}): %s", class_name(code));
+  say("dims_create(10, {3,0}): %s", report_class_name(code));
 }
 
 /* Every value the topology gives this rank, checked against arithmetic on
@@ -137,9 +123,9 @@ static void describe(MPI_Comm cart, const char* label, int ndims, const int dims
   int mine[2] = {rank * 10, rank * 10 + 1}, gathered[12], sent[12], exchanged[12];
   for (int i = 0; i < 12; ++i) gathered[i] = -1, exchanged[i] = -1, sent[i] = rank * 100 + i;
   int code = MPI_Neighbor_allgather(mine, 2, MPI_INT, gathered, 2, MPI_INT, cart);
-  expect(code == MPI_SUCCESS, "%s: neighbor_allgather: %s", label, class_name(code));
+  expect(code == MPI_SUCCESS, "%s: neighbor_allgather: %s", label, report_class_name(code));
   code = MPI_Neighbor_alltoall(sent, 2, MPI_INT, exchanged, 2, MPI_INT, cart);
-  expect(code == MPI_SUCCESS, "%s: neighbor_alltoall: %s", label, class_name(code));
+  expect(code == MPI_SUCCESS, "%s: neighbor_alltoall: %s", label, report_class_name(code));
   used = snprintf(line, sizeof line, "%s: rank %d neighbours", label, rank);
   for (int k = 0; k < count; ++k) {
     const int from = neighbours[k];
@@ -166,7 +152,7 @@ static void describe(MPI_Comm cart, const char* label, int ndims, const int dims
   MPI_Aint lb, extent;
   MPI_Type_get_extent(every_other, &lb, &extent);
   code = MPI_Neighbor_allgather(strided_in, 1, every_other, strided_out, 1, every_other, cart);
-  expect(code == MPI_SUCCESS, "%s: strided neighbor_allgather: %s", label, class_name(code));
+  expect(code == MPI_SUCCESS, "%s: strided neighbor_allgather: %s", label, report_class_name(code));
   const int stride = (int)(extent / (MPI_Aint)sizeof(int));
   for (int k = 0; k < count; ++k) {
     const int from = neighbours[k];
@@ -182,7 +168,7 @@ static void describe(MPI_Comm cart, const char* label, int ndims, const int dims
   for (int i = 0; i < 18; ++i) vgathered[i] = -1;
   for (int k = 0; k < count; ++k) counts2[k] = 2, gaps[k] = 3 * k;
   code = MPI_Neighbor_allgatherv(mine, 2, MPI_INT, vgathered, counts2, gaps, MPI_INT, cart);
-  expect(code == MPI_SUCCESS, "%s: neighbor_allgatherv: %s", label, class_name(code));
+  expect(code == MPI_SUCCESS, "%s: neighbor_allgatherv: %s", label, report_class_name(code));
   int scounts[6], sdispls[6], rcounts[6], rdispls[6], vsent[24], vgot[24];
   for (int i = 0; i < 24; ++i) vsent[i] = rank * 100 + (i / 4) * 10 + i % 4, vgot[i] = -1;
   for (int k = 0; k < count; ++k) {
@@ -190,7 +176,7 @@ static void describe(MPI_Comm cart, const char* label, int ndims, const int dims
     sdispls[k] = 4 * k, rdispls[k] = 4 * k;
   }
   code = MPI_Neighbor_alltoallv(vsent, scounts, sdispls, MPI_INT, vgot, rcounts, rdispls, MPI_INT, cart);
-  expect(code == MPI_SUCCESS, "%s: neighbor_alltoallv: %s", label, class_name(code));
+  expect(code == MPI_SUCCESS, "%s: neighbor_alltoallv: %s", label, report_class_name(code));
   /* The w-form: an int sent down and a double up, at byte offsets 16 k. */
   unsigned char wsend[96], wrecv[96];
   int wcounts[6];
@@ -210,7 +196,7 @@ static void describe(MPI_Comm cart, const char* label, int ndims, const int dims
     }
   }
   code = MPI_Neighbor_alltoallw(wsend, wcounts, wsdispls, wstypes, wrecv, wcounts, wrdispls, wrtypes, cart);
-  expect(code == MPI_SUCCESS, "%s: neighbor_alltoallw: %s", label, class_name(code));
+  expect(code == MPI_SUCCESS, "%s: neighbor_alltoallw: %s", label, report_class_name(code));
   used = snprintf(line, sizeof line, "%s: rank %d v/w", label, rank);
   for (int k = 0; k < count; ++k) {
     const int from = neighbours[k], none = from == MPI_PROC_NULL;
@@ -286,7 +272,7 @@ static void grid(const char* label, int ndims, const int dims[], const int perio
 #endif
   MPI_Comm cart;
   const int code = MPI_Cart_create(MPI_COMM_WORLD, ndims, dims, periods, 0, &cart);
-  expect(code == MPI_SUCCESS, "%s: cart_create: %s", label, class_name(code));
+  expect(code == MPI_SUCCESS, "%s: cart_create: %s", label, report_class_name(code));
   if (world_rank >= members) {
     expect(cart == MPI_COMM_NULL, "%s: rank %d is outside the grid but got a communicator", label, world_rank);
     say("%s: rank %d outside the grid", label, world_rank);
@@ -303,23 +289,23 @@ static void errors(void) {
   expect(status == MPI_UNDEFINED, "world's topo_test %d", status);
   int coords[2];
   int code = MPI_Cart_coords(MPI_COMM_WORLD, 0, 2, coords);
-  say("cart_coords on a communicator without a topology: %s", class_name(code));
+  say("cart_coords on a communicator without a topology: %s", report_class_name(code));
   expect(code != MPI_SUCCESS, "cart_coords without a topology must fail");
   const int too_many[1] = {world_size + 1}, periodic[1] = {1};
   MPI_Comm cart = MPI_COMM_NULL;
   code = MPI_Cart_create(MPI_COMM_WORLD, 1, too_many, periodic, 0, &cart);
-  say("cart_create of %d ranks on %d: %s", world_size + 1, world_size, class_name(code));
+  say("cart_create of %d ranks on %d: %s", world_size + 1, world_size, report_class_name(code));
   expect(code != MPI_SUCCESS, "a grid larger than the communicator must be refused");
   int mine = 1, theirs[2];
   code = MPI_Neighbor_allgather(&mine, 1, MPI_INT, theirs, 1, MPI_INT, MPI_COMM_WORLD);
   /* Refused by both; Open MPI 4.1 says MPI_ERR_INTERN, chorus MPI_ERR_TOPOLOGY. */
   say("neighbor_allgather without a topology: %s", code == MPI_SUCCESS ? "accepted" : "refused");
 #ifdef CHORUS_MPI
-  const int named_right = strcmp(class_name(code), "MPI_ERR_TOPOLOGY") == 0;
+  const int named_right = strcmp(report_class_name(code), "MPI_ERR_TOPOLOGY") == 0;
 #else
   const int named_right = 1;
 #endif
-  expect(code != MPI_SUCCESS && named_right, "neighbor_allgather without a topology: %s", class_name(code));
+  expect(code != MPI_SUCCESS && named_right, "neighbor_allgather without a topology: %s", report_class_name(code));
   /* A periodic coordinate wraps in cart_rank; a non-periodic one is refused. */
   const int ring_dims[1] = {world_size}, ring_periods[1] = {1}, line_periods[1] = {0};
   MPI_Cart_create(MPI_COMM_WORLD, 1, ring_dims, ring_periods, 0, &cart);
@@ -332,7 +318,7 @@ static void errors(void) {
   MPI_Comm_free(&cart);
   MPI_Cart_create(MPI_COMM_WORLD, 1, ring_dims, line_periods, 0, &cart);
   code = MPI_Cart_rank(cart, outside, &wrapped);
-  say("cart_rank outside a non-periodic line: %s", class_name(code));
+  say("cart_rank outside a non-periodic line: %s", report_class_name(code));
   expect(code != MPI_SUCCESS, "cart_rank outside a non-periodic line must fail");
   MPI_Comm_free(&cart);
 }
