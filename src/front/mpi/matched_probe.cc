@@ -11,8 +11,6 @@ namespace {
 
 using MessagePtr = std::unique_ptr<chorus_mpi_message>;
 
-void set_found(MPI_Status* status, const chorus::Received& got) { set_status(status, got.source, got.tag, got.bytes); }
-
 // A matched probe of (source, tag) on `comm`: `probe(c)` returns the
 // chorus::Message, or nullopt when none has come (MPI_Improbe). The
 // handle is made first: an allocation failure takes no message.
@@ -31,7 +29,7 @@ bool probe_message(MPI_Comm comm, int source, int tag, MPI_Message* message, MPI
   std::optional<chorus::Message> found = probe(c);
   if (!found) return false;
   made->message = *found;
-  set_found(status, found->info);
+  set_status(status, found->info.source, found->info.tag, found->info.bytes);
   *message = made.release();
   return true;
 }
