@@ -464,7 +464,8 @@ class Communicator {
   // Matched probes (MPI_Improbe / MPI_Mprobe): as iprobe / probe, but the
   // message found is taken, so that no other receive (another thread's)
   // gets it; receive it with imrecv / mrecv into at most `bytes` bytes (a
-  // longer one fails with Status::truncated). `message` is spent either way.
+  // longer one fails with Status::truncated). `message` is spent (id 0) once the
+  // receive is posted, whatever its outcome; a call refused before that leaves it.
   std::optional<Message> improbe(int peer, int tag);
   Message mprobe(int peer, int tag);
   [[nodiscard]] Request imrecv(Message& message, void* buf, size_t bytes);

@@ -326,6 +326,7 @@ class Engine::Impl final : public transport::Sink {
   void arrive(int source, const MessageHeader& header, const uint8_t* payload, const RtsBody* rts);
   void deliver(uint32_t index, int source, Tag tag, uint32_t call_check, size_t length, const uint8_t* payload,
                const RtsBody* rts);
+  void deliver_queued(uint32_t index, int source, const Unexpected& message);
   void fail_receives_of_other_calls(int source, Tag tag, uint32_t call_check);
   Error other_call_error(int source, Tag tag) const;
   void deliver_eager(Slot& slot, int source, Tag tag, const uint8_t* payload, size_t length);

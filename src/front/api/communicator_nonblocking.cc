@@ -194,14 +194,15 @@ RequestRef CommunicatorImpl::start_matched_recv(Message& message, void* buf, siz
   std::lock_guard lock(session_->mutex);
   check_usable();
   if (message.id == 0) fail(Status::invalid_argument, "imrecv of an empty message (already received, or none probed)");
-  const Message taken = std::exchange(message, Message{});
   check_message("imrecv", buf, bytes);
-  note_call(0, "imrecv", engine_rank_of(taken.info.source, "imrecv"));
+  note_call(0, "imrecv", engine_rank_of(message.info.source, "imrecv"));
   RequestRef operation = make_request_state(*session_, "imrecv", &CommunicatorImpl::finish_receive);
   operation->owner = this;
-  operation->peer = taken.info.source;
-  operation->tag = taken.info.tag;
+  operation->peer = message.info.source;
+  operation->tag = message.info.tag;
   operation->bytes = bytes;
+  // Spent only here: a call refused above leaves the message to receive.
+  const Message taken = std::exchange(message, Message{});
   guarded("imrecv", [&] { operation->request = session_->engine->irecv_claimed(taken.id, buf, bytes); });
   session_->nonblocking().start_point_to_point(*operation, bytes >= kLargeOperationBytes);
   return operation;

@@ -166,20 +166,20 @@ std::atomic<uint64_t> raised{0};
 
 uint64_t errors_raised() { return raised.load(); }
 
-int raise(MPI_Comm comm, int error_class, const std::string& message) {
-  raised.fetch_add(1);
-  const MPI_Comm target = valid_comm(comm) ? comm : MPI_COMM_WORLD;
-  const int code = make_code(error_class, message);
-  if (target->errhandler != nullptr && target->errhandler->function != nullptr) {
-    // MPI-3.1 8.3.1: the handler gets the communicator and the code, and
-    // the call returns the code once it returns. The handler's arguments
-    // are copies: what it writes to them changes nothing (as Open MPI).
+namespace {
+// `target`'s handler, for `code` (of `error_class`, saying `message`): a
+// user's is called with the communicator and the code (copies: what it
+// writes to them changes nothing, as in Open MPI), MPI_ERRORS_ARE_FATAL
+// ends the job, MPI_ERRORS_RETURN does nothing.
+void invoke_handler(MPI_Comm target, int code, int error_class, const std::string& message) {
+  const MPI_Errhandler handler = target->errhandler;
+  if (handler != nullptr && handler->function != nullptr) {
     MPI_Comm handle = target;
     int passed = code;
-    target->errhandler->function(&handle, &passed);
-    return code;
+    handler->function(&handle, &passed);
+    return;
   }
-  if (target->errhandler == nullptr || target->errhandler->fatal) {
+  if (handler == nullptr || handler->fatal) {
     const char* comm_name = target->predefined ? target->name : "a communicator";
     const int rank = world_rank();
     terminate_process(concat("chorus MPI: ", message, " (", error_class_name(error_class), ")\n",
@@ -188,6 +188,15 @@ int raise(MPI_Comm comm, int error_class, const std::string& message) {
                              " is terminating the job, as MPI_Abort would"),
                       error_class);
   }
+}
+}  // namespace
+
+// MPI-3.1 8.3.1: the call returns the code once the handler returns.
+int raise(MPI_Comm comm, int error_class, const std::string& message) {
+  raised.fetch_add(1);
+  const MPI_Comm target = valid_comm(comm) ? comm : MPI_COMM_WORLD;
+  const int code = make_code(error_class, message);
+  invoke_handler(target, code, error_class, message);
   return code;
 }
 
@@ -263,28 +272,21 @@ int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* comm_errhandler_fn,
 // MPI-3.1 8.3.4: the communicator's handler, as an error of `errorcode`
 // would call it; MPI_SUCCESS once it has returned.
 int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode) {
-  const int code = call("MPI_Comm_call_errhandler", comm, [&] { use_comm(comm); });
-  if (code != MPI_SUCCESS) return code;
-  const MPI_Errhandler handler = comm->errhandler;
-  if (handler != nullptr && handler->function != nullptr) {
-    MPI_Comm handle = comm;
-    int passed = errorcode;
-    handler->function(&handle, &passed);
-    return MPI_SUCCESS;
+  const int checked = call("MPI_Comm_call_errhandler", comm, [&] { use_comm(comm); });
+  if (checked != MPI_SUCCESS) return checked;
+  // Looked up here, not by MPI_Error_class/_string: an unknown code must
+  // not raise an error of its own on MPI_COMM_WORLD.
+  int error_class = MPI_ERR_OTHER;
+  std::string what = concat("error code ", errorcode);
+  if (errorcode >= 0 && errorcode <= MPI_ERR_LASTCODE) {
+    const ErrorClassInfo& info = kErrorClasses[static_cast<size_t>(errorcode)];
+    error_class = errorcode;
+    what = concat(info.name, ": ", info.description);
+  } else if (auto entry = find_code(errorcode)) {
+    error_class = entry->error_class;
+    what = entry->message;
   }
-  if (handler == nullptr || handler->fatal) {
-    int length = 0;
-    char text[MPI_MAX_ERROR_STRING] = "";
-    const std::string what = MPI_Error_string(errorcode, text, &length) == MPI_SUCCESS
-                                 ? std::string(text, static_cast<size_t>(length))
-                                 : concat("error code ", errorcode);
-    const int rank = world_rank();
-    terminate_process(concat("chorus MPI: MPI_Comm_call_errhandler: ", what, "\n",
-                             "chorus MPI: MPI_ERRORS_ARE_FATAL on ", comm->predefined ? comm->name : "a communicator",
-                             ": rank ", rank < 0 ? std::string("?") : std::to_string(rank),
-                             " is terminating the job, as MPI_Abort would"),
-                      errorcode > 0 && errorcode < 256 ? errorcode : 1);
-  }
+  invoke_handler(comm, errorcode, error_class, concat("MPI_Comm_call_errhandler: ", what));
   return MPI_SUCCESS;
 }
 
