@@ -240,6 +240,44 @@ chorus_status_t chorus_isend(chorus_comm_t comm, const void* buf, size_t bytes, 
                              chorus_request_t* request);
 chorus_status_t chorus_irecv(chorus_comm_t comm, void* buf, size_t bytes, int peer, int tag,
                              chorus_request_t* request);
+/* A synchronous send (MPI_Issend): completes only once the receiver has
+ * matched it. */
+chorus_status_t chorus_issend(chorus_comm_t comm, const void* buf, size_t bytes, int peer, int tag,
+                              chorus_request_t* request);
+/* Withdraws a receive that no message has matched yet (MPI_Cancel):
+ * *cancelled = 1, the request is freed and *request NULL; the buffer is the
+ * caller's again. Otherwise (a send, a collective, a receive whose message
+ * arrived, NULL) *cancelled = 0 and the request goes on: wait for it. */
+chorus_status_t chorus_cancel(chorus_request_t* request, int* cancelled);
+
+/* Probes (MPI_Iprobe, MPI_Probe): whether a message from `peer` (or
+ * CHORUS_ANY_SOURCE) with `tag` (or CHORUS_ANY_TAG) has arrived, without
+ * receiving it; `received` (may be NULL) gets its source, tag and length,
+ * and a receive posted next for that source and tag gets that message.
+ * chorus_probe waits for one (CHORUS_TIMEOUT bounds the wait). */
+chorus_status_t chorus_iprobe(chorus_comm_t comm, int peer, int tag, int* flag, chorus_received_t* received);
+chorus_status_t chorus_probe(chorus_comm_t comm, int peer, int tag, chorus_received_t* received);
+
+/* A message a matched probe took (MPI_Improbe, MPI_Mprobe): no receive
+ * matches it any more, and only chorus_mrecv / chorus_imrecv of it receive
+ * it, once, whichever thread calls them (MPI-3.1 3.8.2). A plain value;
+ * receiving it sets `id` to 0 (an empty message, as MPI_MESSAGE_NULL). One
+ * never received stays with the communicator until it is finalized. */
+typedef struct chorus_message {
+  chorus_comm_t comm;     /* the communicator that probed it */
+  chorus_received_t info; /* its source, tag and length in bytes */
+  uint64_t id;            /* chorus' name for it; 0: none */
+} chorus_message_t;
+
+/* *flag = 1 and *message filled when a message matched, else *flag = 0 and
+ * *message empty. */
+chorus_status_t chorus_improbe(chorus_comm_t comm, int peer, int tag, int* flag, chorus_message_t* message);
+chorus_status_t chorus_mprobe(chorus_comm_t comm, int peer, int tag, chorus_message_t* message);
+/* Receives a matched message into at most `bytes` bytes (a longer one is
+ * CHORUS_ERR_TRUNCATED) and empties *message. A call refused before it
+ * starts (an empty message, a NULL buffer) leaves *message to receive. */
+chorus_status_t chorus_mrecv(chorus_message_t* message, void* buf, size_t bytes, chorus_received_t* received);
+chorus_status_t chorus_imrecv(chorus_message_t* message, void* buf, size_t bytes, chorus_request_t* request);
 
 /* Waits until *request completes; `received` (may be NULL) gets what a
  * receive got. *request becomes NULL, whatever the outcome. */

@@ -374,6 +374,7 @@ std::optional<std::pair<uint64_t, Completion>> Engine::claim(int peer, Tag tag, 
   return impl_->claim(peer, tag, tag_mask);
 }
 Request Engine::irecv_claimed(uint64_t id, void* buf, size_t bytes) { return impl_->irecv_claimed(id, buf, bytes); }
+bool Engine::holds_claim(uint64_t id) const { return impl_->holds_claim(id); }
 bool Engine::withdraw_receive(const Request& request) { return impl_->withdraw_receive(request); }
 void Engine::progress_until(const Request& request, const std::function<bool()>& stop) {
   impl_->progress_until(request, stop);

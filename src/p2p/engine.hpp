@@ -146,6 +146,9 @@ class Engine {
   // Receives the claimed message `id` into `buf` (capacity `bytes`) as the
   // irecv that would have matched it: truncation and rendezvous alike.
   Request irecv_claimed(uint64_t id, void* buf, size_t bytes);
+  // Whether claimed message `id` is still to be received (a caller's check
+  // before irecv_claimed, whose refusal would be the engine's failure).
+  bool holds_claim(uint64_t id) const;
   // Withdraws a receive no message has matched yet (MPI_Cancel): true, and
   // the request is gone (its slot freed, nothing will be written to its
   // buffer); false for a send, or a receive that matched or finished.

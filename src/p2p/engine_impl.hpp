@@ -169,6 +169,7 @@ class Engine::Impl final : public transport::Sink {
   std::optional<Completion> probe(int peer, Tag tag, Tag mask);
   std::optional<std::pair<uint64_t, Completion>> claim(int peer, Tag tag, Tag mask);
   Request irecv_claimed(uint64_t id, void* buffer, size_t bytes);
+  bool holds_claim(uint64_t id) const { return claimed_.count(id) != 0; }
   bool withdraw_receive(const Request& request);
   std::optional<std::pair<int, Tag>> find_unexpected(const std::function<bool(int, Tag)>& match) const;
   void on_eager(int peer, const void* data, size_t bytes) override;

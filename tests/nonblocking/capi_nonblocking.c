@@ -4,7 +4,8 @@
  * allows it) started together and waited for in reverse order,
  * chorus_waitall / waitany / testall / testany loops over point-to-point
  * rings (wildcard receive and its chorus_received_t), chorus_request_free on
- * a send, NULL requests, and errors: a bad tag, a truncated receive. Every
+ * a send, NULL requests, and errors: a bad tag, a truncated receive; probes,
+ * matched probes (eager and rendezvous), cancel and issend. Every
  * element is checked; prints "capi_nonblocking: N checks, 0 failed".
  */
 #include <chorus/chorus.h>
@@ -178,6 +179,114 @@ static void point_to_point(chorus_comm_t comm) {
          "ibarrier after a truncation");
 }
 
+/* Probes, matched probes, cancel and a synchronous send, around the ring:
+ * each rank sends to its right and receives from its left. */
+static void probes(chorus_comm_t comm) {
+  enum { BIG = 40000 }; /* 160 000 bytes: above the eager limit, a rendezvous */
+  const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  int flag = -1;
+  chorus_received_t got = {7, 7, 7};
+  expect(chorus_iprobe(comm, left, 39, &flag, &got) == CHORUS_SUCCESS && flag == 0 && got.source == -1,
+         "iprobe finds no message of a tag nobody sent");
+
+  /* probe, then the receive gets the probed message. */
+  int32_t mine = rank * 11, value = -1;
+  chorus_request_t send = NULL, recv = NULL;
+  expect(chorus_isend(comm, &mine, sizeof mine, right, 40, &send) == CHORUS_SUCCESS, "isend for probe");
+  expect(chorus_probe(comm, CHORUS_ANY_SOURCE, 40, &got) == CHORUS_SUCCESS, "probe");
+  expect(got.source == left && got.tag == 40 && got.bytes == sizeof(int32_t), "probe reports source, tag, length");
+  expect(chorus_recv(comm, &value, sizeof value, got.source, got.tag) == CHORUS_SUCCESS && value == left * 11,
+         "the receive after probe gets the probed message");
+  expect(chorus_wait(&send, NULL) == CHORUS_SUCCESS, "probed send completes");
+
+  /* improbe: the matched message is no plain receive's; a later message is. */
+  int32_t first = rank * 13, second = rank * 17, other = -1;
+  chorus_request_t sends[2];
+  chorus_isend(comm, &first, sizeof first, right, 41, &sends[0]);
+  chorus_message_t message;
+  flag = 0;
+  chorus_status_t status = CHORUS_SUCCESS;
+  while (!flag && status == CHORUS_SUCCESS) status = chorus_improbe(comm, CHORUS_ANY_SOURCE, 41, &flag, &message);
+  expect(status == CHORUS_SUCCESS && flag == 1, "improbe matches");
+  expect(message.comm == comm && message.id != 0 && message.info.source == left && message.info.tag == 41 &&
+             message.info.bytes == sizeof(int32_t),
+         "improbe's message names its communicator, source, tag and length");
+  expect(chorus_irecv(comm, &other, sizeof other, left, 41, &recv) == CHORUS_SUCCESS, "irecv beside a matched message");
+  chorus_isend(comm, &second, sizeof second, right, 41, &sends[1]);
+  expect(chorus_wait(&recv, &got) == CHORUS_SUCCESS && other == left * 17,
+         "a receive posted after improbe gets the next message, not the matched one");
+  value = -1;
+  const chorus_message_t copy = message;
+  expect(chorus_mrecv(&message, &value, sizeof value, &got) == CHORUS_SUCCESS && value == left * 13 &&
+             got.source == left && got.tag == 41 && message.id == 0,
+         "mrecv gets the matched message and empties it");
+  expect(chorus_mrecv(&message, &value, sizeof value, NULL) == CHORUS_ERR_INVALID_ARGUMENT,
+         "mrecv of an emptied message is refused");
+  chorus_message_t again = copy;
+  expect(chorus_mrecv(&again, &value, sizeof value, NULL) == CHORUS_ERR_INVALID_ARGUMENT &&
+             strstr(chorus_last_error(), "already received") != NULL,
+         "mrecv of a copy of a received message is refused, named");
+  expect(chorus_waitall(2, sends, NULL) == CHORUS_SUCCESS, "improbe's sends complete");
+
+  /* mprobe + imrecv of a rendezvous message, every element checked. */
+  static int32_t out_big[BIG], in_big[BIG];
+  for (int i = 0; i < BIG; ++i) {
+    out_big[i] = rank * 100000 + i;
+    in_big[i] = -1;
+  }
+  chorus_isend(comm, out_big, sizeof out_big, right, 42, &send);
+  expect(chorus_mprobe(comm, left, 42, &message) == CHORUS_SUCCESS && message.info.bytes == sizeof out_big,
+         "mprobe of a rendezvous message");
+  expect(chorus_imrecv(&message, NULL, sizeof in_big, &recv) == CHORUS_ERR_INVALID_ARGUMENT && recv == NULL &&
+             message.id != 0,
+         "imrecv into a NULL buffer is refused and leaves the message");
+  expect(chorus_imrecv(&message, in_big, sizeof in_big, &recv) == CHORUS_SUCCESS && message.id == 0, "imrecv");
+  expect(chorus_wait(&recv, &got) == CHORUS_SUCCESS && got.bytes == sizeof in_big, "imrecv completes");
+  int ok = 1;
+  for (int i = 0; i < BIG; ++i) ok &= in_big[i] == left * 100000 + i;
+  expect(ok, "imrecv's every element");
+  expect(chorus_wait(&send, NULL) == CHORUS_SUCCESS, "the rendezvous send completes");
+
+  /* A matched message longer than the buffer: truncated, the communicator usable. */
+  chorus_isend(comm, &mine, sizeof mine, right, 43, &send);
+  int16_t too_small = 0;
+  expect(chorus_mprobe(comm, left, 43, &message) == CHORUS_SUCCESS, "mprobe before truncation");
+  expect(chorus_mrecv(&message, &too_small, sizeof too_small, NULL) == CHORUS_ERR_TRUNCATED, "truncated mrecv");
+  expect(chorus_wait(&send, NULL) == CHORUS_SUCCESS, "the truncated message's send");
+
+  /* cancel: a receive nobody sends to is withdrawn; a send is not cancelled. */
+  int cancelled = -1;
+  expect(chorus_irecv(comm, &value, sizeof value, left, 44, &recv) == CHORUS_SUCCESS, "irecv to cancel");
+  expect(chorus_cancel(&recv, &cancelled) == CHORUS_SUCCESS && cancelled == 1 && recv == NULL,
+         "cancel withdraws an unmatched receive");
+  chorus_isend(comm, &mine, sizeof mine, right, 45, &send);
+  expect(chorus_cancel(&send, &cancelled) == CHORUS_SUCCESS && cancelled == 0 && send != NULL,
+         "cancel leaves a send to complete");
+  expect(chorus_recv(comm, &value, sizeof value, left, 45) == CHORUS_SUCCESS && value == left * 11,
+         "the send that was not cancelled arrives");
+  expect(chorus_wait(&send, NULL) == CHORUS_SUCCESS, "and completes");
+  chorus_request_t none = NULL;
+  expect(chorus_cancel(&none, &cancelled) == CHORUS_SUCCESS && cancelled == 0, "cancel of NULL cancels nothing");
+  expect(chorus_cancel(NULL, &cancelled) == CHORUS_ERR_INVALID_ARGUMENT, "cancel(NULL pointer)");
+
+  /* issend completes once its receive matched it. */
+  value = -1;
+  expect(chorus_issend(comm, &mine, sizeof mine, right, 46, &send) == CHORUS_SUCCESS, "issend");
+  expect(chorus_irecv(comm, &value, sizeof value, left, 46, &recv) == CHORUS_SUCCESS, "irecv for issend");
+  chorus_request_t pair[2] = {send, recv};
+  expect(chorus_waitall(2, pair, NULL) == CHORUS_SUCCESS && value == left * 11, "issend and its receive");
+
+  /* Bad arguments: at once, named. */
+  expect(chorus_iprobe(comm, left, 40, NULL, NULL) == CHORUS_ERR_INVALID_ARGUMENT, "iprobe(NULL flag)");
+  expect(chorus_improbe(comm, left, -3, &flag, &message) == CHORUS_ERR_INVALID_ARGUMENT &&
+             strstr(chorus_last_error(), "tag -3") != NULL,
+         "improbe with a negative tag names it");
+  expect(chorus_mprobe(comm, size, 40, &message) == CHORUS_ERR_INVALID_ARGUMENT, "mprobe of a rank past the size");
+  chorus_request_t barrier;
+  expect(chorus_ibarrier(comm, &barrier) == CHORUS_SUCCESS && chorus_wait(&barrier, NULL) == CHORUS_SUCCESS,
+         "ibarrier after the probes");
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "--help") == 0) {
     printf("usage: chorusrun -n N capi_nonblocking\n"
@@ -193,6 +302,7 @@ int main(int argc, char** argv) {
   chorus_comm_size(comm, &size);
   collectives(comm);
   point_to_point(comm);
+  probes(comm);
   expect(chorus_finalize(&comm) == CHORUS_SUCCESS, "finalize");
   printf("rank %d: capi_nonblocking: %d checks, %d failed\n", rank, checks, failed);
   /* Every rank's own pass line, after finalize (tests/job_verdict.py). */

@@ -234,6 +234,45 @@ chorus_status_t chorus_irecv(chorus_comm_t comm, void* buf, size_t bytes, int pe
   return start_request("chorus_irecv", request, [&] { return impl_of(comm).start_recv(buf, bytes, peer, tag); });
 }
 
+chorus_status_t chorus_issend(chorus_comm_t comm, const void* buf, size_t bytes, int peer, int tag,
+                              chorus_request_t* request) {
+  return start_request("chorus_issend", request,
+                       [&] { return impl_of(comm).start_send(buf, bytes, peer, tag, /*synchronous=*/true); });
+}
+
+chorus_status_t chorus_cancel(chorus_request_t* request, int* cancelled) {
+  return guard([&] {
+    if (request == nullptr || cancelled == nullptr) {
+      chorus::fail(chorus::Status::invalid_argument, "chorus_cancel: null request or cancelled pointer");
+    }
+    *cancelled = 0;
+    if (*request == nullptr || !(*request)->request.cancel()) return;
+    std::unique_ptr<chorus_request> owned(*request);  // withdrawn: nothing left to wait for
+    *request = nullptr;
+    *cancelled = 1;
+  });
+}
+
+// The C message as the C++ one, and back: a receive that started empties it.
+chorus_status_t chorus_imrecv(chorus_message_t* message, void* buf, size_t bytes, chorus_request_t* request) {
+  return start_request("chorus_imrecv", request, [&] {
+    if (message == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_imrecv: null message pointer");
+    chorus::Message taken{{message->info.source, message->info.tag, message->info.bytes}, message->id};
+    chorus::RequestRef started = impl_of(message->comm).start_matched_recv(taken, buf, bytes);
+    message->id = 0;
+    return started;
+  });
+}
+
+chorus_status_t chorus_mrecv(chorus_message_t* message, void* buf, size_t bytes, chorus_received_t* received) {
+  chorus_request_t request = nullptr;
+  if (const chorus_status_t started = chorus_imrecv(message, buf, bytes, &request); started != CHORUS_SUCCESS) {
+    fill(received, chorus::Received{});
+    return started;
+  }
+  return guard([&] { wait_one(request, received); });
+}
+
 chorus_status_t chorus_wait(chorus_request_t* request, chorus_received_t* received) {
   return guard([&] {
     if (request == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_wait: null request pointer");

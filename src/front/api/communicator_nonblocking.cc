@@ -194,6 +194,13 @@ RequestRef CommunicatorImpl::start_matched_recv(Message& message, void* buf, siz
   std::lock_guard lock(session_->mutex);
   check_usable();
   if (message.id == 0) fail(Status::invalid_argument, "imrecv of an empty message (already received, or none probed)");
+  // A copy of a message already received (the C API's messages are plain
+  // values): the caller's mistake, refused here, where the engine's refusal
+  // would make the communicator unusable.
+  if (!session_->engine->holds_claim(message.id)) {
+    fail(Status::invalid_argument, "imrecv of message ", message.id,
+         ", which was already received (a copy of a received message?) or never probed");
+  }
   check_message("imrecv", buf, bytes);
   note_call(0, "imrecv", engine_rank_of(message.info.source, "imrecv"));
   RequestRef operation = make_request_state(*session_, "imrecv", &CommunicatorImpl::finish_receive);
