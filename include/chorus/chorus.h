@@ -72,7 +72,8 @@ chorus_status_t chorus_init(chorus_comm_t* comm);
 /* Tears the communicator down and frees it; *comm becomes NULL. For the
  * world communicator (chorus_init) collective: leaves the job, and every
  * communicator split from it becomes unusable. For a communicator made by
- * chorus_comm_split/chorus_comm_dup local: releases just that one. */
+ * chorus_comm_split/chorus_comm_dup/chorus_comm_create_group local: releases
+ * just that one. */
 chorus_status_t chorus_finalize(chorus_comm_t* comm);
 
 /* Sub-communicators, as MPI_Comm_split / MPI_Comm_dup. Collective over comm.
@@ -83,6 +84,13 @@ chorus_status_t chorus_finalize(chorus_comm_t* comm);
  * it with chorus_finalize. chorus_comm_dup is chorus_comm_split(comm, 0, rank). */
 chorus_status_t chorus_comm_split(chorus_comm_t comm, int color, int key, chorus_comm_t* newcomm);
 chorus_status_t chorus_comm_dup(chorus_comm_t comm, chorus_comm_t* newcomm);
+/* A communicator of the `count` ranks of comm in `members` (in the new
+ * communicator's rank order; this rank among them), as
+ * MPI_Comm_create_group: collective over the members only, the other ranks
+ * need not call. Concurrent calls on comm whose member lists overlap pass
+ * different tags (0..2^31-1). Release it with chorus_finalize. */
+chorus_status_t chorus_comm_create_group(chorus_comm_t comm, const int* members, size_t count, int tag,
+                                         chorus_comm_t* newcomm);
 
 chorus_status_t chorus_comm_rank(chorus_comm_t comm, int* rank);
 chorus_status_t chorus_comm_size(chorus_comm_t comm, int* size);

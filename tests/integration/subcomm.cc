@@ -7,6 +7,7 @@
 #include <chorus/chorus.h>
 #include <chorus/chorus.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -197,6 +198,34 @@ void c_api() {
         "C API split null output");
   chorus_comm_t none = nullptr;
   check(chorus_comm_split(comm, -1, 0, &none) == CHORUS_SUCCESS && none == nullptr, "C API negative color gives NULL");
+  // create_group: the odd ranks alone, in descending order; the even ranks do not call.
+  if (world_rank % 2 == 1) {
+    std::vector<int> odd;
+    for (int r = world_size - 1; r >= 0; --r) {
+      if (r % 2 == 1) odd.push_back(r);
+    }
+    chorus_comm_t group = nullptr;
+    check(chorus_comm_create_group(comm, odd.data(), odd.size(), 7, &group) == CHORUS_SUCCESS,
+          std::string("chorus_comm_create_group: ") + chorus_last_error());
+    int group_rank = -1, group_size = 0, group_total = 0;
+    chorus_comm_rank(group, &group_rank);
+    chorus_comm_size(group, &group_size);
+    const auto place = std::find(odd.begin(), odd.end(), world_rank) - odd.begin();
+    int expected = 0;
+    for (int r : odd) expected += r;
+    chorus_allreduce(group, &mine, &group_total, 1, CHORUS_INT32, CHORUS_SUM);
+    check(group_size == static_cast<int>(odd.size()) && group_rank == static_cast<int>(place) &&
+              group_total == expected,
+          "C API create_group: size, rank in the listed order, allreduce");
+    check(chorus_finalize(&group) == CHORUS_SUCCESS && group == nullptr, "C API create_group finalize");
+  }
+  const int others[1] = {(world_rank + 1) % world_size};
+  chorus_comm_t refused = comm;  // set to NULL by the refusal
+  check(world_size < 2 || (chorus_comm_create_group(comm, others, 1, 8, &refused) == CHORUS_ERR_INVALID_ARGUMENT &&
+                           refused == nullptr && std::strstr(chorus_last_error(), "this rank") != nullptr),
+        "C API create_group without this rank is refused");
+  check(chorus_comm_create_group(comm, nullptr, 2, 8, &refused) == CHORUS_ERR_INVALID_ARGUMENT,
+        "C API create_group null members");
   chorus_finalize(&copy);
   chorus_finalize(&sub);
   check(chorus_finalize(&comm) == CHORUS_SUCCESS, std::string("chorus_finalize: ") + chorus_last_error());

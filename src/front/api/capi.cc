@@ -151,6 +151,21 @@ chorus_status_t chorus_comm_dup(chorus_comm_t comm, chorus_comm_t* newcomm) {
   });
 }
 
+chorus_status_t chorus_comm_create_group(chorus_comm_t comm, const int* members, size_t count, int tag,
+                                         chorus_comm_t* newcomm) {
+  return guard([&] {
+    if (newcomm == nullptr) {
+      chorus::fail(chorus::Status::invalid_argument, "chorus_comm_create_group: null output pointer");
+    }
+    *newcomm = nullptr;
+    if (members == nullptr && count != 0) {
+      chorus::fail(chorus::Status::invalid_argument, "chorus_comm_create_group: null members with count ", count);
+    }
+    const std::span<const int> listed(members, members == nullptr ? 0 : count);
+    *newcomm = new chorus_comm{impl_of(comm).create_group(listed, tag)};
+  });
+}
+
 chorus_status_t chorus_comm_rank(chorus_comm_t comm, int* rank) {
   return guard([&] {
     if (rank == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_comm_rank: null output pointer");
