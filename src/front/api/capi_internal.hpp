@@ -56,6 +56,11 @@ inline chorus::ReduceOp to_op(chorus_op_t op) { return static_cast<chorus::Reduc
 
 inline bool in_place(const void* send) { return send == CHORUS_IN_PLACE; }
 
+// What a receive got, into the caller's chorus_received_t (which may be NULL).
+inline void fill_received(chorus_received_t* out, const chorus::Received& got) {
+  if (out != nullptr) *out = chorus_received_t{got.source, got.tag, got.bytes};
+}
+
 // Byte offset of block `rank` in a buffer of per-rank blocks of `count` elements.
 inline size_t block_offset(chorus::CommunicatorImpl& comm, size_t count, chorus_datatype_t dtype) {
   return static_cast<size_t>(comm.rank()) * count * chorus::datatype_size(to_dtype(dtype));

@@ -46,22 +46,18 @@ chorus_status_t start_collective(const char* what, chorus_comm_t comm, chorus::C
   });
 }
 
-void fill(chorus_received_t* out, const chorus::Received& got) {
-  if (out != nullptr) *out = chorus_received_t{got.source, got.tag, got.bytes};
-}
-
 // Frees a request that has been reported complete (its C++ request is empty)
 // and sets the handle to NULL; runs its completion step on success.
 void release(chorus_request_t& handle, chorus_received_t* received, bool succeeded) {
   std::unique_ptr<chorus_request> owned(handle);
   handle = nullptr;
-  fill(received, owned->request.received());
+  fill_received(received, owned->request.received());
   if (succeeded && owned->after_completion) owned->after_completion();
 }
 
 // Waits for one request; NULL is inactive.
 void wait_one(chorus_request_t& handle, chorus_received_t* received) {
-  if (handle == nullptr) return fill(received, chorus::Received{});
+  if (handle == nullptr) return fill_received(received, chorus::Received{});
   try {
     handle->request.wait();
   } catch (...) {
@@ -74,7 +70,7 @@ void wait_one(chorus_request_t& handle, chorus_received_t* received) {
 // Tests one request: true once it completed (handle then NULL).
 bool test_one(chorus_request_t& handle, chorus_received_t* received) {
   if (handle == nullptr) {
-    fill(received, chorus::Received{});
+    fill_received(received, chorus::Received{});
     return true;
   }
   bool done = false;
@@ -267,7 +263,7 @@ chorus_status_t chorus_imrecv(chorus_message_t* message, void* buf, size_t bytes
 chorus_status_t chorus_mrecv(chorus_message_t* message, void* buf, size_t bytes, chorus_received_t* received) {
   chorus_request_t request = nullptr;
   if (const chorus_status_t started = chorus_imrecv(message, buf, bytes, &request); started != CHORUS_SUCCESS) {
-    fill(received, chorus::Received{});
+    fill_received(received, chorus::Received{});
     return started;
   }
   return guard([&] { wait_one(request, received); });
@@ -311,7 +307,7 @@ chorus_status_t chorus_waitany(size_t count, chorus_request_t requests[], size_t
     check_array(count, requests, "chorus_waitany");
     if (index == nullptr) chorus::fail(chorus::Status::invalid_argument, "chorus_waitany: null index pointer");
     *index = count;
-    fill(received, chorus::Received{});
+    fill_received(received, chorus::Received{});
     const auto done = chorus::wait_any_of(
         count, [&](size_t i) { return requests[i] == nullptr ? nullptr : &requests[i]->request; },
         [&](size_t i) {
@@ -352,7 +348,7 @@ chorus_status_t chorus_testany(size_t count, chorus_request_t requests[], size_t
     }
     *index = count;
     *flag = 1;  // stays 1 when no request is active
-    fill(received, chorus::Received{});
+    fill_received(received, chorus::Received{});
     for (size_t i = 0; i < count; ++i) {
       if (requests[i] == nullptr) continue;
       *flag = 0;

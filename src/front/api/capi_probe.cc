@@ -9,10 +9,6 @@ using namespace chorus::capi;
 
 namespace {
 
-void fill_received(chorus_received_t* out, const chorus::Received& got) {
-  if (out != nullptr) *out = chorus_received_t{got.source, got.tag, got.bytes};
-}
-
 void fill_message(chorus_message_t& out, chorus_comm_t comm, const chorus::Message& message) {
   out.comm = comm;
   out.info = chorus_received_t{message.info.source, message.info.tag, message.info.bytes};
